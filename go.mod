@@ -1,13 +1,13 @@
 module github.com/corral/corral
 
-go 1.26
+go 1.26.0
 
 require (
-	github.com/google/uuid v1.6.0 // indirect
-	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/rogpeppe/go-internal v1.16.0 // indirect
-	github.com/spf13/cobra v1.10.2 // indirect
-	github.com/spf13/pflag v1.0.9 // indirect
-	go.etcd.io/bbolt v1.4.3 // indirect
-	golang.org/x/sys v0.50.0 // indirect
+	github.com/google/uuid v1.6.0
+	github.com/inconshreveable/mousetrap v1.1.0
+	github.com/rogpeppe/go-internal v1.16.0
+	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.9
+	go.etcd.io/bbolt v1.4.3
+	golang.org/x/sys v0.50.0
 )
