@@ -1,0 +1,310 @@
+// Package config is Corral's object model: the cluster, node groups, nodes and
+// instances, with the metadata every object carries (uuid, name, serial_no,
+// ctime, mtime, tags). Field names follow Ganeti's so RAPI and LUXI answers
+// match what Ganeti clients expect. Persistence lives in package confdb.
+package config
+
+import (
+	"crypto/rand"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Meta is carried by every configuration object.
+type Meta struct {
+	UUID   string   `json:"uuid"`
+	Name   string   `json:"name"`
+	Serial int64    `json:"serial_no"`
+	CTime  float64  `json:"ctime"`
+	MTime  float64  `json:"mtime"`
+	Tags   []string `json:"tags,omitempty"`
+}
+
+// Touch bumps the serial number and modification time, and sets the creation
+// time and uuid of a new object.
+func (m *Meta) Touch(now time.Time) {
+	t := float64(now.UnixMicro()) / 1e6
+	if m.UUID == "" {
+		m.UUID = NewUUID()
+	}
+	if m.CTime == 0 {
+		m.CTime = t
+	}
+	m.MTime = t
+	m.Serial++
+}
+
+// NewUUID returns a random (version 4) uuid.
+func NewUUID() string { return uuid.NewString() }
+
+// Params is a parameter dictionary (hvparams, beparams, osparams, ...).
+// Values keep their JSON types so answers round-trip as Ganeti sends them.
+type Params map[string]any
+
+// Clone copies the dictionary (values are scalars or treated as immutable).
+func (p Params) Clone() Params {
+	if p == nil {
+		return nil
+	}
+	return maps.Clone(p)
+}
+
+// Fill returns defaults overlaid with p (Ganeti's FillDict).
+func Fill(defaults, p Params) Params {
+	out := make(Params, len(defaults)+len(p))
+	maps.Copy(out, defaults)
+	maps.Copy(out, p)
+	return out
+}
+
+// Strings renders every value as text, the form OS scripts and qemu see.
+func (p Params) Strings() map[string]string {
+	out := make(map[string]string, len(p))
+	for k, v := range p {
+		out[k] = ParamString(v)
+	}
+	return out
+}
+
+// ParamString renders one parameter value as text.
+func ParamString(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case bool:
+		if x {
+			return "True"
+		}
+		return "False"
+	case float64:
+		if x == float64(int64(x)) {
+			return fmt.Sprintf("%d", int64(x))
+		}
+		return fmt.Sprint(x)
+	default:
+		return fmt.Sprint(x)
+	}
+}
+
+// Cluster is the singleton cluster object.
+type Cluster struct {
+	Meta
+	ClusterName          string            `json:"cluster_name"`
+	MasterNode           string            `json:"master_node"` // uuid
+	Epoch                int64             `json:"epoch"`       // bumped by every master start; fences node RPC
+	JoinAddress          string            `json:"join_address"`
+	RPCPort              int               `json:"rpc_port"`
+	EnabledHypervisors   []string          `json:"enabled_hypervisors"`
+	HVParams             map[string]Params `json:"hvparams"`
+	BEParams             Params            `json:"beparams"`
+	NICParams            Params            `json:"nicparams"`
+	NDParams             Params            `json:"ndparams"`
+	OSParams             map[string]Params `json:"osparams"`
+	EnabledDiskTemplates []string          `json:"enabled_disk_templates"`
+	MACPrefix            string            `json:"mac_prefix"`
+	CandidatePoolSize    int               `json:"candidate_pool_size"`
+	MaxRunningJobs       int               `json:"max_running_jobs"`
+	MaxTrackedJobs       int               `json:"max_tracked_jobs"`
+	JobQueueSize         int               `json:"job_queue_size"`
+	HiddenOS             []string          `json:"hidden_os"`
+	BlacklistedOS        []string          `json:"blacklisted_os"`
+	FileStorageDir       string            `json:"file_storage_dir"`
+	WatcherPauseUntil    float64           `json:"watcher_pause"`
+	DefaultIAllocator    string            `json:"default_iallocator"`
+	ConfigVersion        int               `json:"config_version"`
+}
+
+// DefaultHypervisor is the first enabled one, as in Ganeti.
+func (c *Cluster) DefaultHypervisor() string {
+	if len(c.EnabledHypervisors) == 0 {
+		return ""
+	}
+	return c.EnabledHypervisors[0]
+}
+
+// Clone returns a deep enough copy for modification.
+func (c *Cluster) Clone() *Cluster {
+	n := *c
+	n.Tags = slices.Clone(c.Tags)
+	n.EnabledHypervisors = slices.Clone(c.EnabledHypervisors)
+	n.EnabledDiskTemplates = slices.Clone(c.EnabledDiskTemplates)
+	n.HiddenOS = slices.Clone(c.HiddenOS)
+	n.BlacklistedOS = slices.Clone(c.BlacklistedOS)
+	n.HVParams = cloneNested(c.HVParams)
+	n.OSParams = cloneNested(c.OSParams)
+	n.BEParams = c.BEParams.Clone()
+	n.NICParams = c.NICParams.Clone()
+	n.NDParams = c.NDParams.Clone()
+	return &n
+}
+
+func cloneNested(m map[string]Params) map[string]Params {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]Params, len(m))
+	for k, v := range m {
+		out[k] = v.Clone()
+	}
+	return out
+}
+
+// NodeGroup is a set of nodes (Ganeti's node group).
+type NodeGroup struct {
+	Meta
+	AllocPolicy string `json:"alloc_policy"`
+	NDParams    Params `json:"ndparams"`
+}
+
+func (g *NodeGroup) Clone() *NodeGroup {
+	n := *g
+	n.Tags = slices.Clone(g.Tags)
+	n.NDParams = g.NDParams.Clone()
+	return &n
+}
+
+// Node is one machine running corral-node.
+type Node struct {
+	Meta
+	PrimaryIP       string `json:"primary_ip"`
+	SecondaryIP     string `json:"secondary_ip"`
+	Group           string `json:"group"` // uuid
+	MasterCandidate bool   `json:"master_candidate"`
+	MasterCapable   bool   `json:"master_capable"`
+	VMCapable       bool   `json:"vm_capable"`
+	Offline         bool   `json:"offline"`
+	Drained         bool   `json:"drained"`
+	NDParams        Params `json:"ndparams"`
+}
+
+func (n *Node) Clone() *Node {
+	c := *n
+	c.Tags = slices.Clone(n.Tags)
+	c.NDParams = n.NDParams.Clone()
+	return &c
+}
+
+// Role is Ganeti's one-letter node role: M(aster), C(andidate), R(egular),
+// D(rained), O(ffline).
+func (n *Node) Role(masterUUID string) string {
+	switch {
+	case n.UUID == masterUUID:
+		return "M"
+	case n.MasterCandidate:
+		return "C"
+	case n.Drained:
+		return "D"
+	case n.Offline:
+		return "O"
+	default:
+		return "R"
+	}
+}
+
+// RoleName is the role as the long word used by RAPI's /role resource.
+func RoleName(letter string) string {
+	switch letter {
+	case "M":
+		return "master"
+	case "C":
+		return "master-candidate"
+	case "D":
+		return "drained"
+	case "O":
+		return "offline"
+	default:
+		return "regular"
+	}
+}
+
+// Admin states of an instance.
+const (
+	AdminUp      = "up"
+	AdminDown    = "down"
+	AdminOffline = "offline"
+)
+
+// Disk templates.
+const (
+	DTDiskless = "diskless"
+	DTFile     = "file"
+)
+
+// Disk is one instance disk.
+type Disk struct {
+	UUID    string `json:"uuid"`
+	Name    string `json:"name,omitempty"`
+	SizeMiB int64  `json:"size"`
+	Mode    string `json:"mode"` // rw | ro
+}
+
+// NIC is one instance network interface.
+type NIC struct {
+	UUID string `json:"uuid"`
+	Name string `json:"name,omitempty"`
+	MAC  string `json:"mac"`
+	IP   string `json:"ip,omitempty"`
+	Mode string `json:"mode"` // bridged | routed
+	Link string `json:"link,omitempty"`
+}
+
+// Instance is a virtual machine.
+type Instance struct {
+	Meta
+	PrimaryNode  string `json:"primary_node"` // uuid
+	OS           string `json:"os"`
+	Hypervisor   string `json:"hypervisor"`
+	HVParams     Params `json:"hvparams"` // custom values only
+	BEParams     Params `json:"beparams"`
+	OSParams     Params `json:"osparams"`
+	OSParamsPriv Params `json:"osparams_private,omitempty"`
+	AdminState   string `json:"admin_state"`
+	DiskTemplate string `json:"disk_template"`
+	Disks        []Disk `json:"disks"`
+	NICs         []NIC  `json:"nics"`
+	NetworkPort  int    `json:"network_port,omitempty"`
+}
+
+func (i *Instance) Clone() *Instance {
+	c := *i
+	c.Tags = slices.Clone(i.Tags)
+	c.HVParams = i.HVParams.Clone()
+	c.BEParams = i.BEParams.Clone()
+	c.OSParams = i.OSParams.Clone()
+	c.OSParamsPriv = i.OSParamsPriv.Clone()
+	c.Disks = slices.Clone(i.Disks)
+	c.NICs = slices.Clone(i.NICs)
+	return &c
+}
+
+// MemoryMiB is the instance's maximum memory from its filled beparams.
+func MemoryMiB(be Params) int64 { return int64(ParamInt(be["maxmem"], 128)) }
+
+// VCPUs from filled beparams.
+func VCPUs(be Params) int { return ParamInt(be["vcpus"], 1) }
+
+// ParamInt reads a numeric parameter, def when absent or not a number.
+func ParamInt(v any, def int) int {
+	switch x := v.(type) {
+	case float64:
+		return int(x)
+	case int:
+		return x
+	case int64:
+		return int(x)
+	}
+	return def
+}
+
+// NewMAC returns a random MAC under prefix ("aa:00:00").
+func NewMAC(prefix string) string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s:%02x:%02x:%02x", prefix, b[0], b[1], b[2])
+}
