@@ -1,0 +1,320 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corral/corral/internal/luxi"
+	"github.com/corral/corral/internal/opcodes"
+)
+
+// defaultNodeFields are gnt-node list's columns.
+func defaultNodeFields() []string {
+	return []string{"name", "dtotal", "dfree", "mtotal", "mnode", "mfree", "pinst_cnt", "sinst_cnt"}
+}
+
+// nodeInfoFields are what `node info` shows, with their labels.
+func nodeInfoFields() []struct{ field, label string } {
+	return []struct{ field, label string }{
+		{"uuid", "UUID"},
+		{"pip", "primary ip"},
+		{"sip", "secondary ip"},
+		{"group", "node group"},
+		{"role", "role"},
+		{"master_candidate", "master candidate"},
+		{"master_capable", "master capable"},
+		{"vm_capable", "vm capable"},
+		{"offline", "offline"},
+		{"drained", "drained"},
+		{"mtotal", "total memory"},
+		{"mnode", "memory used by the node"},
+		{"mfree", "free memory"},
+		{"dtotal", "total disk"},
+		{"dfree", "free disk"},
+		{"ctotal", "CPUs"},
+		{"pinst_list", "primary instances"},
+		{"sinst_list", "secondary instances"},
+		{"ndparams", "node parameters"},
+		{"tags", "tags"},
+		{"ctime", "created"},
+		{"mtime", "modified"},
+		{"serial_no", "serial number"},
+	}
+}
+
+func newNodeCmd(a *app) *cobra.Command {
+	c := newGroup("node", "Manage the cluster's nodes",
+		"  corral node list\n  corral node join-token node2\n  corral node add node2 --ip 192.0.2.12")
+	c.AddCommand(a.nodeListCmd(), a.nodeInfoCmd(), a.nodeAddCmd(), a.nodeRemoveCmd(), a.nodeModifyCmd(), a.nodeJoinTokenCmd())
+	return c
+}
+
+func (a *app) nodeListCmd() *cobra.Command {
+	var o listOpts
+	cmd := &cobra.Command{
+		Use:     "list [NAME...]",
+		Aliases: []string{"ls"},
+		Short:   "List nodes",
+		Long: `List nodes (all, or the ones named) in a table. Sizes are in human units
+unless --units says otherwise; a value the master could not get (for example
+from an offline node) shows as "-".
+
+Fields: name, uuid, pip, sip, role, group, group.uuid, master, master_candidate,
+master_capable, vm_capable, offline, drained, mtotal, mnode, mfree, dtotal,
+dfree, ctotal, pinst_cnt, pinst_list, sinst_cnt, sinst_list, ndparams, tags,
+ctime, mtime, serial_no.`,
+		Example: "  corral node list\n  corral node list -o name,pip,role --no-headers\n  corral node list -o +pip --separator :",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fields, err := selectFields(o.output, defaultNodeFields())
+			if err != nil {
+				return err
+			}
+			f, err := a.newFormatter(&o)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			return a.env.withClient(ctx, func(c *luxi.Client) error {
+				rows, err := c.QueryNodes(ctx, args, fields, false)
+				if err != nil {
+					return err
+				}
+				return f.writeTable(cmd.OutOrStdout(), &o, nodeField, fields, rows)
+			})
+		},
+	}
+	addListFlags(cmd, &o, defaultNodeFields(), true)
+	return cmd
+}
+
+func (a *app) nodeInfoCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "info [NAME...]",
+		Short:   "Show everything about nodes",
+		Long:    "Show every field of the named nodes (all nodes without names), one per line.",
+		Example: "  corral node info node1",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			infoFields := nodeInfoFields()
+			fields := []string{"name"}
+			for _, f := range infoFields {
+				fields = append(fields, f.field)
+			}
+			ctx := cmd.Context()
+			return a.env.withClient(ctx, func(c *luxi.Client) error {
+				rows, err := c.QueryNodes(ctx, args, fields, false)
+				if err != nil {
+					return err
+				}
+				f := &formatter{units: "h", loc: a.env.loc()}
+				var b strings.Builder
+				for _, row := range rows {
+					if len(row) != len(fields) {
+						return fmt.Errorf("malformed answer: %d values for %d fields", len(row), len(fields))
+					}
+					line(&b, "", "Node name: "+f.cell(kindText, row[0]))
+					for i, fi := range infoFields {
+						v := row[i+1]
+						switch k := nodeField(fi.field).kind; {
+						case v != nil && (k == kindUnit || k == kindTime):
+							line(&b, "  ", fi.label+": "+f.cell(k, v))
+						default:
+							f.readable(&b, "  ", fi.label, v)
+						}
+					}
+				}
+				_, err = io.WriteString(cmd.OutOrStdout(), b.String())
+				return err
+			})
+		},
+	}
+}
+
+func (a *app) nodeAddCmd() *cobra.Command {
+	var o jobOpts
+	var ip, sip, group, masterCapable, vmCapable string
+	cmd := &cobra.Command{
+		Use:   "add NAME",
+		Short: "Add a node that has joined with a token",
+		Long: `Add a node to the cluster (OP_NODE_ADD). The node must first have joined with
+a token from "corral node join-token", which gave it its certificate.`,
+		Example: "  corral node add node2 --ip 192.0.2.12\n  corral node add node3 --ip 192.0.2.13 --vm-capable no",
+		Args:    exactArgs(1, "the node name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			op := map[string]any{"OP_ID": "OP_NODE_ADD", "node_name": args[0]}
+			fl := cmd.Flags()
+			if fl.Changed("ip") {
+				op["primary_ip"] = ip
+			}
+			if fl.Changed("secondary-ip") {
+				op["secondary_ip"] = sip
+			}
+			if fl.Changed("group") {
+				op["group"] = group
+			}
+			for _, yn := range []struct{ flag, param, val string }{
+				{"master-capable", "master_capable", masterCapable},
+				{"vm-capable", "vm_capable", vmCapable},
+			} {
+				if fl.Changed(yn.flag) {
+					b, err := parseYesNo(yn.flag, yn.val)
+					if err != nil {
+						return err
+					}
+					op[yn.param] = b
+				}
+			}
+			return a.runJob(cmd, &o, op, nil)
+		},
+	}
+	addJobFlags(cmd, &o, true)
+	f := cmd.Flags()
+	f.StringVar(&ip, "ip", "", "the node's primary IP address")
+	f.StringVar(&sip, "secondary-ip", "", "the node's secondary (replication) IP address")
+	f.StringVarP(&group, "group", "g", "", "node group to put the node in (default: the default group)")
+	f.StringVar(&masterCapable, "master-capable", "", "yes|no: whether the node may become a master candidate")
+	f.StringVar(&vmCapable, "vm-capable", "", "yes|no: whether the node may run instances")
+	return cmd
+}
+
+func (a *app) nodeRemoveCmd() *cobra.Command {
+	var o jobOpts
+	cmd := &cobra.Command{
+		Use:     "remove NAME",
+		Aliases: []string{"rm"},
+		Short:   "Remove a node from the cluster",
+		Long:    "Remove a node from the cluster (OP_NODE_REMOVE). It must hold no instances.",
+		Example: "  corral node remove node3",
+		Args:    exactArgs(1, "the node name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.runJob(cmd, &o, map[string]any{"OP_ID": "OP_NODE_REMOVE", "node_name": args[0]}, nil)
+		},
+	}
+	addJobFlags(cmd, &o, true)
+	return cmd
+}
+
+func (a *app) nodeModifyCmd() *cobra.Command {
+	var o jobOpts
+	var force, autoPromote bool
+	flags := []struct{ flag, param, usage string }{
+		{"master-candidate", "master_candidate", "yes|no: make the node a master candidate, or demote it"},
+		{"offline", "offline", "yes|no: mark the node offline (unreachable, ignored) or back online"},
+		{"drained", "drained", "yes|no: drain the node (no new instances) or undrain it"},
+		{"master-capable", "master_capable", "yes|no: whether the node may become a master candidate"},
+		{"vm-capable", "vm_capable", "yes|no: whether the node may run instances"},
+	}
+	vals := make([]string, len(flags))
+	cmd := &cobra.Command{
+		Use:   "modify NAME",
+		Short: "Change a node's flags",
+		Long: `Change a node's flags (OP_NODE_SET_PARAMS) and print what changed, as
+" - param -> value" lines.`,
+		Example: "  corral node modify node2 --drained yes\n  corral node modify node2 --offline no --master-candidate yes",
+		Args:    exactArgs(1, "the node name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			op := map[string]any{"OP_ID": "OP_NODE_SET_PARAMS", "node_name": args[0]}
+			for i, fl := range flags {
+				if cmd.Flags().Changed(fl.flag) {
+					b, err := parseYesNo(fl.flag, vals[i])
+					if err != nil {
+						return err
+					}
+					op[fl.param] = b
+				}
+			}
+			if len(op) == 2 {
+				return usagef("give at least one flag to change")
+			}
+			if force {
+				op["force"] = true
+			}
+			if autoPromote {
+				op["auto_promote"] = true
+			}
+			return a.runJob(cmd, &o, op, changesPrinter("node", args[0]))
+		},
+	}
+	addJobFlags(cmd, &o, true)
+	f := cmd.Flags()
+	for i, fl := range flags {
+		f.StringVar(&vals[i], fl.flag, "", fl.usage)
+	}
+	f.BoolVarP(&force, "force", "f", false, "force the change (e.g. demoting the last master candidates)")
+	f.BoolVar(&autoPromote, "auto-promote", false, "promote other nodes to keep the candidate pool full")
+	return cmd
+}
+
+// changesPrinter prints a modify result, a list of [param, new value].
+func changesPrinter(kind, name string) resultPrinter {
+	return func(w io.Writer, res any) error {
+		l, _ := res.([]any)
+		if len(l) == 0 {
+			fmt.Fprintf(w, "Modified %s %s: nothing changed\n", kind, name)
+			return nil
+		}
+		fmt.Fprintf(w, "Modified %s %s\n", kind, name)
+		for _, c := range l {
+			pair, _ := c.([]any)
+			if len(pair) != 2 {
+				fmt.Fprintf(w, " - %v\n", c)
+				continue
+			}
+			fmt.Fprintf(w, " - %s -> %s\n", opcodes.ParamText(pair[0]), opcodes.ParamText(pair[1]))
+		}
+		return nil
+	}
+}
+
+func (a *app) nodeJoinTokenCmd() *cobra.Command {
+	var ttl string
+	cmd := &cobra.Command{
+		Use:   "join-token NAME",
+		Short: "Make a one-time token for a new node to join with",
+		Long: `Make a one-time token that lets the node NAME join the cluster: it carries the
+master's address and the fingerprint of the cluster CA, so the node can check
+it talks to the right master. Run the printed command on the node, then add
+it with "corral node add". The token is a secret: pass it on privately.`,
+		Example: "  corral node join-token node2\n  corral node join-token node2 --ttl 30m",
+		Args:    exactArgs(1, "the node name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := parseTTL(ttl)
+			if err != nil {
+				return err
+			}
+			node := args[0]
+			ctx := cmd.Context()
+			return a.env.withClient(ctx, func(c *luxi.Client) error {
+				var token string
+				if err := c.Call(ctx, "CreateJoinToken", []any{node, d.Seconds()}, &token); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Join token for node %s (valid for %s, usable once):\n%s\n\n"+
+					"On %s, run as root:\n  corral-node join %s\nthen add it to the cluster:\n  corral node add %s --ip ADDRESS\n",
+					node, d, token, node, token, node)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&ttl, "ttl", "1h", "how long the token stays valid: 90m, 1h30m, 2d, or seconds (at most 7d)")
+	return cmd
+}
+
+// parseTTL reads a lifetime as a Ganeti time specification ("2d") or a Go
+// duration ("1h30m").
+func parseTTL(s string) (time.Duration, error) {
+	if secs, err := parseTimespec(s); err == nil {
+		if secs <= 0 {
+			return 0, paramErr("--ttl must be positive")
+		}
+		return time.Duration(secs) * time.Second, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, paramErr("invalid --ttl %q: use e.g. 90m, 1h30m, 2d or a number of seconds", s)
+	}
+	return d, nil
+}
