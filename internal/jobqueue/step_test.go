@@ -1,0 +1,246 @@
+package jobqueue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corral/corral/internal/store"
+)
+
+func TestCommitStepAtomicity(t *testing.T) {
+	e := newEnv(t, nil)
+	type outcome struct {
+		conflictErr error
+		okRes       StepResult
+		okErr       error
+	}
+	out := make(chan outcome, 1)
+	e.runner.on("OP_CAS", func(ctx context.Context, h *OpHandle) (any, error) {
+		if err := h.SetRunning(ctx); err != nil {
+			return nil, err
+		}
+		var o outcome
+		_, o.conflictErr = h.CommitStep(ctx, StepCommit{
+			Cmps:     []store.Cmp{store.ModRevisionIs("/cfg/x", 999999)},
+			Ops:      []store.Op{store.Put("/cfg/y", []byte("y"))},
+			Next:     1,
+			Data:     json.RawMessage(`{"plan":1}`),
+			Children: [][]json.RawMessage{{op(`{"OP_ID":"OP_NOOP"}`)}},
+		})
+		o.okRes, o.okErr = h.CommitStep(ctx, StepCommit{
+			Cmps: []store.Cmp{store.Missing("/cfg/x")},
+			Ops:  []store.Op{store.Put("/cfg/x", []byte("x"))},
+			Next: 1,
+			Data: json.RawMessage(`{"plan":2}`),
+		})
+		out <- o
+		return nil, nil
+	})
+	id := e.submit(`{"OP_ID":"OP_CAS"}`)
+	e.waitStatus(id, StatusSuccess)
+	o := recv(t, out, "op did not report")
+	if !errors.Is(o.conflictErr, ErrConflict) {
+		t.Fatalf("failing compare: %v", o.conflictErr)
+	}
+	if o.okErr != nil {
+		t.Fatalf("good step: %v", o.okErr)
+	}
+	ctx := ctxT(t)
+	if kv, _ := e.st.Get(ctx, "/cfg/y"); kv != nil {
+		t.Error("write of the failed step landed")
+	}
+	kv, _ := e.st.Get(ctx, "/cfg/x")
+	if kv == nil || kv.ModRevision != o.okRes.Revision {
+		t.Errorf("good step write %+v, revision %d", kv, o.okRes.Revision)
+	}
+	rec := storedRecord(t, e.st, e.q.jobKey(id))
+	if rec.Ops[0].Cursor != 1 || string(rec.Ops[0].StepData) != `{"plan":2}` {
+		t.Errorf("cursor %d data %s", rec.Ops[0].Cursor, rec.Ops[0].StepData)
+	}
+	all, _ := e.q.Query(ctx, nil, []string{"id"})
+	if len(all) != 1 {
+		t.Errorf("child job of the failed step exists: %v", all)
+	}
+}
+
+func TestChildJobs(t *testing.T) {
+	e := newEnv(t, nil)
+	e.runner.on("OP_PARENT", func(ctx context.Context, h *OpHandle) (any, error) {
+		if err := h.SetRunning(ctx); err != nil {
+			return nil, err
+		}
+		res, err := h.CommitStep(ctx, StepCommit{Next: 1, Children: [][]json.RawMessage{
+			{op(`{"OP_ID":"OP_NOOP","result":"c1"}`)},
+			{op(`{"OP_ID":"OP_NOOP","result":"c2","depends":[[-1,["success"]]]}`)},
+		}})
+		if err != nil {
+			return nil, err
+		}
+		jobs := []any{}
+		for _, id := range res.ChildIDs {
+			jobs = append(jobs, []any{true, id})
+		}
+		return map[string]any{"jobs": jobs}, nil
+	})
+	e.runner.on("OP_BADPARENT", func(ctx context.Context, h *OpHandle) (any, error) {
+		_, err := h.CommitStep(ctx, StepCommit{Next: 1, Children: [][]json.RawMessage{{op(`{"nope":1}`)}}})
+		return nil, err
+	})
+	id := e.submit(`{"OP_ID":"OP_PARENT"}`)
+	e.waitStatus(id, StatusSuccess)
+	var res []struct {
+		Jobs [][2]any `json:"jobs"`
+	}
+	b, _ := json.Marshal(e.query(id, "opresult")[0])
+	if err := json.Unmarshal(b, &res); err != nil || len(res[0].Jobs) != 2 {
+		t.Fatalf("parent result %s: %v", b, err)
+	}
+	c1, c2 := int64(res[0].Jobs[0][1].(float64)), int64(res[0].Jobs[1][1].(float64))
+	if c2 != c1+1 || c1 <= id {
+		t.Errorf("child ids %d %d (parent %d)", c1, c2, id)
+	}
+	e.waitStatus(c2, StatusSuccess)
+	jsonEq(t, e.query(c1, "opresult")[0], `["c1"]`)
+	if rec := storedRecord(t, e.st, e.q.jobKey(c2)); len(rec.Ops[0].Depends) != 1 || rec.Ops[0].Depends[0].JobID != c1 {
+		t.Errorf("child depends %+v", rec.Ops[0].Depends)
+	}
+	bad := e.submit(`{"OP_ID":"OP_BADPARENT"}`)
+	e.waitStatus(bad, StatusError)
+	jsonEq(t, e.query(bad, "opresult")[0], `[["OpPrereqError",["child job 0: opcode has no OP_ID","wrong_input"]]]`)
+}
+
+func TestSuspendUntilDeadline(t *testing.T) {
+	e := newEnv(t, nil)
+	var runs atomic.Int32
+	e.runner.on("OP_SLEEP", func(ctx context.Context, h *OpHandle) (any, error) {
+		runs.Add(1)
+		if cur, _ := h.Cursor(); cur == 0 {
+			if err := h.SetRunning(ctx); err != nil {
+				return nil, err
+			}
+			if _, err := h.CommitStep(ctx, StepCommit{Next: 1}); err != nil {
+				return nil, err
+			}
+			return nil, h.Suspend(ctx, time.Now().Add(30*time.Millisecond), "")
+		}
+		if h.Resumed() {
+			return nil, fmt.Errorf("a woken op is not resumed")
+		}
+		if err := h.SetRunning(ctx); err != nil {
+			return nil, err
+		}
+		return "woke", nil
+	})
+	id := e.submit(`{"OP_ID":"OP_SLEEP"}`)
+	e.waitStatus(id, StatusSuccess, StatusError)
+	jsonEq(t, e.query(id, "opresult", "opstatus"), `[["woke"],["success"]]`)
+	if n := runs.Load(); n != 2 {
+		t.Errorf("ran %d times", n)
+	}
+	if rec := storedRecord(t, e.st, e.q.jobKey(id)); rec.Ops[0].Suspend != nil {
+		t.Errorf("suspension left in the record: %+v", rec.Ops[0].Suspend)
+	}
+}
+
+func TestSuspendUntilNotify(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.MaxRunning = func() int { return 1 } })
+	var runs atomic.Int32
+	e.runner.on("OP_AGENT", func(ctx context.Context, h *OpHandle) (any, error) {
+		runs.Add(1)
+		if cur, _ := h.Cursor(); cur == 0 {
+			if err := h.RecordLocks(ctx, []string{"node:exclusive:n1"}); err != nil {
+				return nil, err
+			}
+			if err := h.SetRunning(ctx); err != nil {
+				return nil, err
+			}
+			if _, err := h.CommitStep(ctx, StepCommit{Next: 1}); err != nil {
+				return nil, err
+			}
+			return nil, h.Suspend(ctx, time.Now().Add(time.Hour), fmt.Sprintf("callback/%d", h.JobID()))
+		}
+		if len(h.RecordedLocks()) != 0 {
+			return nil, fmt.Errorf("locks kept across suspension: %v", h.RecordedLocks())
+		}
+		if err := h.SetRunning(ctx); err != nil {
+			return nil, err
+		}
+		return "called back", nil
+	})
+	e.runner.on("OP_BAD", func(ctx context.Context, h *OpHandle) (any, error) {
+		return nil, h.Suspend(ctx, time.Time{}, "")
+	})
+	id := e.submit(`{"OP_ID":"OP_AGENT"}`)
+	waitParked(t, e.q, 1)
+	// A parked job does not hold a run slot.
+	other := e.submit(`{"OP_ID":"OP_NOOP"}`)
+	e.waitStatus(other, StatusSuccess)
+	if st := e.query(id, "status")[0]; st != "waiting" {
+		t.Errorf("parked status %v", st)
+	}
+	rec := storedRecord(t, e.st, e.q.jobKey(id))
+	if op := rec.Ops[0]; op.Suspend == nil || op.Suspend.Event != fmt.Sprintf("callback/%d", id) || len(op.Locks) != 0 || op.Status != StatusWaiting {
+		t.Errorf("stored parked op %+v", op)
+	}
+	e.q.Notify("something else")
+	if st := e.q.Stats(); st.Suspended != 1 {
+		t.Errorf("woken by another event: %+v", st)
+	}
+	e.q.Notify(fmt.Sprintf("callback/%d", id))
+	e.waitStatus(id, StatusSuccess)
+	if n := runs.Load(); n != 2 {
+		t.Errorf("ran %d times", n)
+	}
+	bad := e.submit(`{"OP_ID":"OP_BAD"}`)
+	e.waitStatus(bad, StatusError)
+}
+
+func TestSuspensionSurvivesRestart(t *testing.T) {
+	e := newEnv(t, nil)
+	park := func(ctx context.Context, h *OpHandle) (any, error) {
+		if cur, _ := h.Cursor(); cur == 0 {
+			if err := h.SetRunning(ctx); err != nil {
+				return nil, err
+			}
+			if _, err := h.CommitStep(ctx, StepCommit{Next: 1}); err != nil {
+				return nil, err
+			}
+			var in struct {
+				Event string `json:"event"`
+				In    int64  `json:"in_ms"`
+			}
+			_ = json.Unmarshal(h.Input(), &in)
+			var until time.Time
+			if in.In != 0 {
+				until = time.Now().Add(time.Duration(in.In) * time.Millisecond)
+			}
+			return nil, h.Suspend(ctx, until, in.Event)
+		}
+		if err := h.SetRunning(ctx); err != nil {
+			return nil, err
+		}
+		return "resumed", nil
+	}
+	e.runner.on("OP_PARK", park)
+	onEvent := e.submit(`{"OP_ID":"OP_PARK","event":"ev"}`)
+	onDeadline := e.submit(`{"OP_ID":"OP_PARK","in_ms":1000}`)
+	waitParked(t, e.q, 2)
+
+	e.restart()
+	e.runner.on("OP_PARK", park)
+	e.start()
+	if r := e.runner.recoveries(); len(r) != 0 {
+		t.Errorf("parked ops recovered: %+v", r)
+	}
+	e.waitStatus(onDeadline, StatusSuccess) // its deadline passes while parked
+	if st := e.query(onEvent, "status")[0]; st != "waiting" {
+		t.Errorf("event job woke without its event: %v", st)
+	}
+	e.q.Notify("ev")
+	e.waitStatus(onEvent, StatusSuccess)
+}
