@@ -11,3 +11,5 @@ require (
 	go.etcd.io/bbolt v1.4.3
 	golang.org/x/sys v0.50.0
 )
+
+require golang.org/x/tools v0.26.0 // indirect

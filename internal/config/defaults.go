@@ -16,10 +16,16 @@ func DefaultNICParams() Params {
 	return Params{"mode": "bridged", "link": "br0", "vlan": ""}
 }
 
-// BEKeys are the backend parameters an instance may set.
-var BEKeys = map[string]string{
-	"maxmem": "int", "minmem": "int", "memory": "int", "vcpus": "int",
-	"auto_balance": "bool", "always_failover": "bool", "spindle_use": "int",
+// BEParamType returns the type ("int" or "bool") of a backend parameter an
+// instance may set, and false for unknown names.
+func BEParamType(key string) (string, bool) {
+	switch key {
+	case "maxmem", "minmem", "memory", "vcpus", "spindle_use":
+		return "int", true
+	case "auto_balance", "always_failover":
+		return "bool", true
+	}
+	return "", false
 }
 
 // Cluster-level defaults.

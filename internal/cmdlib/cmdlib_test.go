@@ -1,0 +1,299 @@
+package cmdlib
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corral/corral/internal/confdb"
+	"github.com/corral/corral/internal/config"
+	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/jobqueue"
+	"github.com/corral/corral/internal/locking"
+	"github.com/corral/corral/internal/nodeapi"
+	"github.com/corral/corral/internal/opcodes"
+	"github.com/corral/corral/internal/store"
+	"github.com/corral/corral/internal/store/boltstore"
+)
+
+// nodeDouble stands in for corral-node (the real one is exercised by the
+// end-to-end tests): it records calls and can block a method.
+type nodeDouble struct {
+	mu      sync.Mutex
+	calls   []string // "node method opID"
+	block   map[string]chan struct{}
+	entered chan string
+	running map[string]bool
+}
+
+func newNodeDouble() *nodeDouble {
+	return &nodeDouble{block: map[string]chan struct{}{}, entered: make(chan string, 16), running: map[string]bool{}}
+}
+
+func (n *nodeDouble) Call(ctx context.Context, node *config.Node, method, opID string, args, reply any) error {
+	n.mu.Lock()
+	n.calls = append(n.calls, node.Name+" "+method+" "+opID)
+	ch := n.block[method]
+	n.mu.Unlock()
+	if ch != nil {
+		n.entered <- method
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	var out any
+	switch method {
+	case nodeapi.NodeInfo:
+		out = nodeapi.NodeInfoReply{Name: node.Name, Version: Version, MemoryTotalMiB: 4096, MemoryFreeMiB: 4096, CPUs: 4, DiskTotalMiB: 10240, DiskFreeMiB: 10240}
+	case nodeapi.Version:
+		out = nodeapi.VersionReply{Version: Version}
+	case nodeapi.OSDiagnose:
+		out = []nodeapi.OSInfo{{Name: "tiny", Valid: true, Variants: []string{"default"}, Parameters: [][2]string{{"marker", "m"}}}}
+	case nodeapi.InstanceStart:
+		n.mu.Lock()
+		n.running[args.(nodeapi.InstanceArgs).Instance.UUID] = true
+		n.mu.Unlock()
+	case nodeapi.InstanceShutdown:
+		n.mu.Lock()
+		delete(n.running, args.(nodeapi.ShutdownArgs).Instance.UUID)
+		n.mu.Unlock()
+	case nodeapi.InstanceList:
+		var l []nodeapi.RunningInstance
+		n.mu.Lock()
+		for u := range n.running {
+			l = append(l, nodeapi.RunningInstance{UUID: u})
+		}
+		n.mu.Unlock()
+		out = l
+	}
+	if reply != nil && out != nil {
+		b, _ := json.Marshal(out)
+		return json.Unmarshal(b, reply)
+	}
+	return nil
+}
+
+func (n *nodeDouble) count(method string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := 0
+	for _, s := range n.calls {
+		if strings.Contains(s, " "+method+" ") {
+			c++
+		}
+	}
+	return c
+}
+
+type env struct {
+	st   store.Store
+	cfg  *confdb.DB
+	q    *jobqueue.Queue
+	node *nodeDouble
+	path string
+}
+
+func openEnv(t *testing.T, path string, node *nodeDouble, fresh bool) *env {
+	t.Helper()
+	ctx := context.Background()
+	st, err := boltstore.Open(path, boltstore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg *confdb.DB
+	if fresh {
+		c := &config.Cluster{Meta: config.Meta{Name: "c1"}, ClusterName: "c1", RPCPort: 1811,
+			EnabledHypervisors: []string{"fake"}, HVParams: map[string]config.Params{"fake": {"kernel_path": ""}},
+			BEParams: config.DefaultBEParams(), NICParams: config.DefaultNICParams(), OSParams: map[string]config.Params{},
+			EnabledDiskTemplates: []string{"file", "diskless"}, MACPrefix: "aa:00:00", CandidatePoolSize: 10,
+			MaxRunningJobs: 20, JobQueueSize: 5000}
+		g := &config.NodeGroup{Meta: config.Meta{Name: "default"}}
+		m := &config.Node{Meta: config.Meta{Name: "n1"}, PrimaryIP: "127.0.0.2", MasterCandidate: true, MasterCapable: true, VMCapable: true}
+		if cfg, err = confdb.Bootstrap(ctx, st, c, g, m); err != nil {
+			t.Fatal(err)
+		}
+	} else if cfg, err = confdb.Open(ctx, st, nil); err != nil {
+		t.Fatal(err)
+	}
+	proc := NewProcessor(cfg, locking.New(), node, opcodes.Default(), slog.New(slog.DiscardHandler))
+	q, err := jobqueue.New(jobqueue.Options{Store: st, Runner: proc, Summary: proc.Ops.Summary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return &env{st: st, cfg: cfg, q: q, node: node, path: path}
+}
+
+func (e *env) close() {
+	e.q.Stop()
+	e.st.Close()
+}
+
+func (e *env) run(t *testing.T, op map[string]any) (string, []any) {
+	t.Helper()
+	raw, _ := json.Marshal(op)
+	id, err := e.q.Submit(context.Background(), []json.RawMessage{raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.wait(t, id)
+}
+
+func (e *env) wait(t *testing.T, id int64) (string, []any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		rows, err := e.q.Query(ctx, []int64{id}, []string{"status", "opresult"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := rows[0][0].(string)
+		if st == "success" || st == "error" || st == "canceled" {
+			res, _ := rows[0][1].([]any)
+			return st, res
+		}
+		_, _, _, err = e.q.WaitForChange(ctx, id, []string{"status"}, []any{st}, -1, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func create(name string, extra map[string]any) map[string]any {
+	op := map[string]any{"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "disk_template": "file",
+		"disks": []any{map[string]any{"size": 100}}, "nics": []any{map[string]any{}}, "os_type": "tiny+default", "hypervisor": "fake"}
+	for k, v := range extra {
+		op[k] = v
+	}
+	return op
+}
+
+func TestCreateValidationChangesNothing(t *testing.T) {
+	e := openEnv(t, filepath.Join(t.TempDir(), "s.db"), newNodeDouble(), true)
+	defer e.close()
+	if st, res := e.run(t, create("ok1", nil)); st != "success" {
+		t.Fatalf("create: %s %v", st, res)
+	}
+	cases := []struct {
+		op    map[string]any
+		class ecode.Class
+		msg   string
+	}{
+		{create("ok1", nil), ecode.Exists, "already in the cluster"},
+		{create("bad_name!", nil), ecode.Inval, "Invalid instance name"},
+		{create("x1", map[string]any{"disk_template": "plain"}), ecode.Inval, "not supported"},
+		{create("x2", map[string]any{"hypervisor": "xen"}), ecode.State, "not enabled"},
+		{create("x3", map[string]any{"hvparams": map[string]any{"nosuch": 1}}), ecode.Inval, "Unknown hypervisor parameter"},
+		{create("x4", map[string]any{"beparams": map[string]any{"maxmem": -1}}), ecode.Inval, "non-negative"},
+		{create("x5", map[string]any{"pnode": "ghost"}), ecode.NoEnt, "not known"},
+		{create("x6", map[string]any{"disks": []any{map[string]any{"size": 1 << 30}}}), ecode.NoRes, "Can't find a node"},
+		{create("x7", map[string]any{"os_type": "tiny"}), ecode.Inval, "must include a variant"},
+		{create("x8", map[string]any{"osparams": map[string]any{"nope": "1"}}), ecode.Inval, "has no parameter"},
+		{create("x9", map[string]any{"nics": []any{map[string]any{"mac": "zz"}}}), ecode.Inval, "invalid MAC"},
+		{create("x10", map[string]any{"nics": []any{map[string]any{"mode": "routed"}}}), ecode.Inval, "needs an IP"},
+		{create("x11", map[string]any{"mode": "import"}), ecode.Inval, "only 'create'"},
+	}
+	serial := e.cfg.Serial()
+	for _, c := range cases {
+		st, res := e.run(t, c.op)
+		b, _ := json.Marshal(res)
+		if st != "error" || !strings.Contains(string(b), string(c.class)) || !strings.Contains(string(b), c.msg) {
+			t.Errorf("%s: got %s %s, want error %s containing %q", c.op["instance_name"], st, b, c.class, c.msg)
+		}
+	}
+	if got := len(e.cfg.Instances()); got != 1 {
+		t.Fatalf("failed creates left %d instances", got)
+	}
+	if e.cfg.Serial() != serial {
+		t.Fatal("cluster object changed")
+	}
+}
+
+// TestResumeAfterRestart stops the queue while a create waits in its OS
+// install step, then opens a new queue on the same store: the op resumes at
+// that step with the same plan (same uuid, same MAC), and the disk step
+// committed before the stop does not run again.
+func TestResumeAfterRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	node := newNodeDouble()
+	node.block[nodeapi.OSCreate] = make(chan struct{})
+	e := openEnv(t, path, node, true)
+	raw, _ := json.Marshal(create("web1", nil))
+	id, err := e.q.Submit(context.Background(), []json.RawMessage{raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-node.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("create never reached the OS step")
+	}
+	inst, ok := e.cfg.Instance("web1")
+	if !ok {
+		t.Fatal("reserve step did not commit the instance")
+	}
+	e.close()
+
+	node2 := newNodeDouble()
+	e2 := openEnv(t, path, node2, false)
+	defer e2.close()
+	st, res := e2.wait(t, id)
+	if st != "success" {
+		t.Fatalf("resumed job: %s %v", st, res)
+	}
+	if node2.count(nodeapi.DiskCreate) != 0 {
+		t.Fatalf("disk step ran again after resume: %v", node2.calls)
+	}
+	if node2.count(nodeapi.OSCreate) != 1 || node2.count(nodeapi.InstanceStart) != 1 {
+		t.Fatalf("resume did not run the remaining steps once: %v", node2.calls)
+	}
+	after, _ := e2.cfg.Instance("web1")
+	if after.UUID != inst.UUID || after.NICs[0].MAC != inst.NICs[0].MAC || after.AdminState != config.AdminUp {
+		t.Fatalf("plan changed across the restart: before %+v after %+v", inst, after)
+	}
+	for _, c := range node2.calls {
+		if strings.Contains(c, nodeapi.OSCreate) && !strings.Contains(c, fmt.Sprintf("job/%d/op/0/step/2/", id)) {
+			t.Fatalf("OS step carries the wrong operation id: %s", c)
+		}
+	}
+}
+
+func TestNodeFlags(t *testing.T) {
+	e := openEnv(t, filepath.Join(t.TempDir(), "s.db"), newNodeDouble(), true)
+	defer e.close()
+	if st, res := e.run(t, map[string]any{"OP_ID": "OP_NODE_ADD", "node_name": "n2", "primary_ip": "127.0.0.3"}); st != "success" {
+		t.Fatalf("node add: %s %v", st, res)
+	}
+	n2, _ := e.cfg.Node("n2")
+	if !n2.MasterCandidate || !n2.VMCapable {
+		t.Fatalf("new node flags: %+v", n2)
+	}
+	st, res := e.run(t, map[string]any{"OP_ID": "OP_NODE_SET_PARAMS", "node_name": "n2", "offline": true})
+	if st != "success" {
+		t.Fatalf("offline: %s %v", st, res)
+	}
+	n2, _ = e.cfg.Node("n2")
+	if !n2.Offline || n2.MasterCandidate {
+		t.Fatalf("offline must demote: %+v", n2)
+	}
+	if st, _ := e.run(t, map[string]any{"OP_ID": "OP_NODE_SET_PARAMS", "node_name": "n1", "offline": true}); st != "error" {
+		t.Fatal("the master was allowed offline")
+	}
+	if st, _ := e.run(t, map[string]any{"OP_ID": "OP_NODE_REMOVE", "node_name": "n1"}); st != "error" {
+		t.Fatal("the master was removed")
+	}
+	if st, _ := e.run(t, map[string]any{"OP_ID": "OP_NODE_REMOVE", "node_name": "n2"}); st != "success" {
+		t.Fatal("node remove failed")
+	}
+}

@@ -1,0 +1,207 @@
+package cmdlib
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/corral/corral/internal/config"
+	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/locking"
+	"github.com/corral/corral/internal/nodeapi"
+	"github.com/corral/corral/internal/opcodes"
+)
+
+func (p *Processor) newLU(op *opcodes.Op) (LU, error) {
+	switch op.ID {
+	case "OP_TEST_DELAY":
+		return &testDelayLU{}, nil
+	case "OP_CLUSTER_VERIFY":
+		return &clusterVerifyLU{}, nil
+	case "OP_CLUSTER_SET_PARAMS":
+		return &clusterSetParamsLU{}, nil
+	case "OP_CLUSTER_DESTROY":
+		return &clusterDestroyLU{}, nil
+	case "OP_NODE_ADD":
+		return &nodeAddLU{}, nil
+	case "OP_NODE_REMOVE":
+		return &nodeRemoveLU{}, nil
+	case "OP_NODE_SET_PARAMS":
+		return &nodeSetParamsLU{}, nil
+	case "OP_INSTANCE_CREATE":
+		return &instanceCreateLU{}, nil
+	case "OP_INSTANCE_REMOVE":
+		return &instanceRemoveLU{}, nil
+	case "OP_INSTANCE_STARTUP":
+		return &instanceStartupLU{}, nil
+	case "OP_INSTANCE_SHUTDOWN":
+		return &instanceShutdownLU{}, nil
+	case "OP_INSTANCE_REBOOT":
+		return &instanceRebootLU{}, nil
+	case "OP_INSTANCE_REINSTALL":
+		return &instanceReinstallLU{}, nil
+	case "OP_INSTANCE_RENAME":
+		return &instanceRenameLU{}, nil
+	case "OP_INSTANCE_SET_PARAMS":
+		return &instanceSetParamsLU{}, nil
+	case "OP_INSTANCE_QUERY_DATA":
+		return &instanceQueryDataLU{}, nil
+	}
+	return nil, &ecode.Error{Kind: ecode.OpCodeUnknown, Class: ecode.Inval, Msg: fmt.Sprintf("opcode %s has no logical unit", op.ID)}
+}
+
+// Lock request helpers.
+func bgl(mode locking.Mode) locking.Request {
+	return locking.Request{Level: locking.LevelCluster, Names: []string{"BGL"}, Mode: mode}
+}
+
+func instLock(mode locking.Mode, names ...string) locking.Request {
+	return locking.Request{Level: locking.LevelInstance, Names: names, Mode: mode}
+}
+
+func nodeLock(mode locking.Mode, uuids ...string) locking.Request {
+	return locking.Request{Level: locking.LevelNode, Names: uuids, Mode: mode}
+}
+
+func nodeResLock(mode locking.Mode, uuids ...string) locking.Request {
+	return locking.Request{Level: locking.LevelNodeRes, Names: uuids, Mode: mode}
+}
+
+// Spec builds what a node needs to know about an instance, with every
+// parameter filled from the cluster defaults.
+func (p *Processor) Spec(inst *config.Instance) nodeapi.InstanceSpec {
+	c := p.Cfg.Cluster()
+	hv := config.Fill(c.HVParams[inst.Hypervisor], inst.HVParams)
+	be := config.Fill(c.BEParams, inst.BEParams)
+	osp := config.Fill(c.OSParams[osBase(inst.OS)], inst.OSParams)
+	osp = config.Fill(osp, inst.OSParamsPriv)
+	s := nodeapi.InstanceSpec{
+		Name: inst.Name, UUID: inst.UUID, OS: inst.OS, Hypervisor: inst.Hypervisor,
+		PrimaryNodeUUID: inst.PrimaryNode, CTime: inst.CTime, MTime: inst.MTime,
+		HVParams: hv.Strings(), BEParams: be.Strings(), OSParams: osp.Strings(),
+		MemoryMiB: config.MemoryMiB(be), VCPUs: config.VCPUs(be), DiskTemplate: inst.DiskTemplate,
+	}
+	for i, d := range inst.Disks {
+		s.Disks = append(s.Disks, nodeapi.DiskSpec{UUID: d.UUID, Name: d.Name, Index: i, SizeMiB: d.SizeMiB, Mode: d.Mode})
+	}
+	for _, n := range inst.NICs {
+		s.NICs = append(s.NICs, nodeapi.NICSpec{UUID: n.UUID, Name: n.Name, MAC: n.MAC, IP: n.IP, Mode: n.Mode, Link: n.Link})
+	}
+	return s
+}
+
+func osBase(os string) string {
+	for i := 0; i < len(os); i++ {
+		if os[i] == '+' {
+			return os[:i]
+		}
+	}
+	return os
+}
+
+// checkNodeOnline refuses offline nodes, as Ganeti's CheckNodeOnline.
+func checkNodeOnline(n *config.Node) error {
+	if n.Offline {
+		return ecode.Errorf(ecode.State, "Can't use offline node %s", n.Name)
+	}
+	return nil
+}
+
+func checkNodeVMCapable(n *config.Node) error {
+	if !n.VMCapable {
+		return ecode.Errorf(ecode.State, "Node %s is not vm capable", n.Name)
+	}
+	return nil
+}
+
+// nodeFacts asks a node for its resources.
+func (p *Processor) nodeFacts(ctx context.Context, n *config.Node, hv, template string) (*nodeapi.NodeInfoReply, error) {
+	var r nodeapi.NodeInfoReply
+	if err := p.RPC.Call(ctx, n, nodeapi.NodeInfo, "", nodeapi.NodeInfoArgs{Hypervisor: hv, Template: template}, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// reserved sums the memory and disk the configuration already promises on
+// a node (every instance whose primary it is).
+func (p *Processor) reserved(nodeUUID string, exclude string) (memMiB, diskMiB int64) {
+	c := p.Cfg.Cluster()
+	for _, i := range p.Cfg.Instances() {
+		if i.PrimaryNode != nodeUUID || i.UUID == exclude {
+			continue
+		}
+		memMiB += config.MemoryMiB(config.Fill(c.BEParams, i.BEParams))
+		for _, d := range i.Disks {
+			diskMiB += d.SizeMiB
+		}
+	}
+	return
+}
+
+type candidate struct {
+	node    *config.Node
+	memFree int64
+}
+
+// allocate picks the vm_capable, online, undrained node with the most free
+// memory that fits the instance (Ganeti's hail would do this; this is the
+// built-in allocator).
+func (p *Processor) allocate(ctx context.Context, hv, template string, memMiB, diskMiB int64) (*config.Node, error) {
+	var cands []candidate
+	var reasons []string
+	for _, n := range p.Cfg.Nodes() {
+		if n.Offline || n.Drained || !n.VMCapable {
+			continue
+		}
+		f, err := p.nodeFacts(ctx, n, hv, template)
+		if err != nil {
+			reasons = append(reasons, fmt.Sprintf("%s: %v", n.Name, err))
+			continue
+		}
+		rm, rd := p.reserved(n.UUID, "")
+		memFree := f.MemoryTotalMiB - f.MemoryNodeMiB - rm
+		diskFree := f.DiskTotalMiB - rd
+		if f.DiskFreeMiB < diskFree {
+			diskFree = f.DiskFreeMiB
+		}
+		if memFree < memMiB {
+			reasons = append(reasons, fmt.Sprintf("%s: %d MiB memory free, %d needed", n.Name, memFree, memMiB))
+			continue
+		}
+		if diskMiB > 0 && diskFree < diskMiB {
+			reasons = append(reasons, fmt.Sprintf("%s: %d MiB disk free, %d needed", n.Name, diskFree, diskMiB))
+			continue
+		}
+		cands = append(cands, candidate{n, memFree})
+	}
+	if len(cands) == 0 {
+		sort.Strings(reasons)
+		return nil, ecode.Errorf(ecode.NoRes, "Can't find a node with room for the instance: %v", reasons)
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].memFree > cands[j].memFree })
+	return cands[0].node, nil
+}
+
+// checkNodeRoom verifies a chosen node can hold the instance.
+func (p *Processor) checkNodeRoom(ctx context.Context, n *config.Node, hv, template string, memMiB, diskMiB int64, exclude string) error {
+	f, err := p.nodeFacts(ctx, n, hv, template)
+	if err != nil {
+		return err
+	}
+	rm, rd := p.reserved(n.UUID, exclude)
+	if free := f.MemoryTotalMiB - f.MemoryNodeMiB - rm; free < memMiB {
+		return ecode.Errorf(ecode.NoRes, "Not enough memory on node %s: %d MiB free, %d MiB needed", n.Name, free, memMiB)
+	}
+	diskFree := f.DiskTotalMiB - rd
+	if f.DiskFreeMiB < diskFree {
+		diskFree = f.DiskFreeMiB
+	}
+	if diskMiB > 0 && diskFree < diskMiB {
+		return ecode.Errorf(ecode.NoRes, "Not enough disk space on node %s: %d MiB free, %d MiB needed", n.Name, diskFree, diskMiB)
+	}
+	return nil
+}
+
+func contains(l []string, s string) bool { return slices.Contains(l, s) }

@@ -1,0 +1,423 @@
+package cmdlib
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/corral/corral/internal/config"
+	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/locking"
+	"github.com/corral/corral/internal/nodeapi"
+	"github.com/corral/corral/internal/opcodes"
+)
+
+var nameRE = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]{0,62})(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,62}))*$`)
+
+// CheckName validates an instance or node name (a DNS-style name).
+func CheckName(kind, name string) error {
+	if len(name) > 253 || !nameRE.MatchString(name) {
+		return ecode.Errorf(ecode.Inval, "Invalid %s name '%s': use letters, digits, '-' and '.' (a DNS name)", kind, name)
+	}
+	return nil
+}
+
+type instanceCreateLU struct {
+	Inst      *config.Instance `json:"instance"`
+	Node      string           `json:"node"` // primary node name, for the result
+	Start     bool             `json:"start"`
+	NoInstall bool             `json:"no_install"`
+	Debug     int              `json:"debug"`
+}
+
+func (lu *instanceCreateLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
+	reqs := []locking.Request{bgl(locking.Shared), instLock(locking.Exclusive, op.Str("instance_name"))}
+	if pn := op.Str("pnode"); pn != "" {
+		if n, ok := p.Cfg.Node(pn); ok {
+			return append(reqs, nodeLock(locking.Exclusive, n.UUID), nodeResLock(locking.Exclusive, n.UUID))
+		}
+		return reqs // Prereq reports the unknown node
+	}
+	return append(reqs,
+		locking.Request{Level: locking.LevelNodeAlloc, Names: []string{"NAL"}, Mode: locking.Exclusive},
+		nodeLock(locking.Shared, locking.All), nodeResLock(locking.Shared, locking.All))
+}
+
+func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op) error {
+	c := p.Cfg.Cluster()
+	name := op.Str("instance_name")
+	if err := CheckName("instance", name); err != nil {
+		return err
+	}
+	if mode := op.Str("mode"); mode != "create" {
+		return ecode.Errorf(ecode.Inval, "Instance creation mode '%s' is not available in this version (only 'create'); exports and imports are not built yet", mode)
+	}
+	if err := p.Cfg.CheckInstanceNameFree(name); err != nil {
+		return err
+	}
+	tmpl := op.Str("disk_template")
+	if tmpl != config.DTDiskless && tmpl != config.DTFile {
+		return ecode.Errorf(ecode.Inval, "Disk template '%s' is not supported (supported: diskless, file)", tmpl)
+	}
+	if !contains(c.EnabledDiskTemplates, tmpl) {
+		return ecode.Errorf(ecode.State, "Disk template '%s' is not enabled in the cluster (enabled: %s)", tmpl, strings.Join(c.EnabledDiskTemplates, ", "))
+	}
+	hv := op.Str("hypervisor")
+	if hv == "" {
+		hv = c.DefaultHypervisor()
+	}
+	if !contains(c.EnabledHypervisors, hv) {
+		return ecode.Errorf(ecode.State, "Hypervisor '%s' is not enabled in the cluster (enabled: %s)", hv, strings.Join(c.EnabledHypervisors, ", "))
+	}
+	hvp, err := checkHVParams(c, hv, op.Dict("hvparams"))
+	if err != nil {
+		return err
+	}
+	bep, err := checkBEParams(op.Dict("beparams"))
+	if err != nil {
+		return err
+	}
+	inst := &config.Instance{
+		Meta:         config.Meta{UUID: config.NewUUID(), Name: name, Tags: op.Strings("tags")},
+		Hypervisor:   hv,
+		HVParams:     hvp,
+		BEParams:     bep,
+		OSParams:     config.Params(op.Dict("osparams")),
+		AdminState:   config.AdminDown,
+		DiskTemplate: tmpl,
+	}
+	if priv, ok := op.Params["osparams_private"].(map[string]any); ok {
+		inst.OSParamsPriv = priv
+	}
+	if inst.Disks, err = parseDisks(op.List("disks"), tmpl); err != nil {
+		return err
+	}
+	if inst.NICs, err = parseNICs(p, c, op.List("nics")); err != nil {
+		return err
+	}
+	lu.NoInstall = op.Bool("no_install")
+	osName := op.Str("os_type")
+	if osName == "" && !lu.NoInstall {
+		return ecode.Errorf(ecode.Inval, "No guest OS given (os_type); pass one or set no_install")
+	}
+	if osName != "" && contains(c.BlacklistedOS, osBase(osName)) {
+		return ecode.Errorf(ecode.State, "Guest OS '%s' is not allowed for installation", osBase(osName))
+	}
+	inst.OS = osName
+
+	be := config.Fill(c.BEParams, inst.BEParams)
+	mem := config.MemoryMiB(be)
+	var disk int64
+	for _, d := range inst.Disks {
+		disk += d.SizeMiB
+	}
+	var node *config.Node
+	if pn := op.Str("pnode"); pn != "" {
+		if node, err = p.Cfg.MustNode(pn); err != nil {
+			return err
+		}
+		if err := checkNodeOnline(node); err != nil {
+			return err
+		}
+		if err := checkNodeVMCapable(node); err != nil {
+			return err
+		}
+		if node.Drained {
+			return ecode.Errorf(ecode.State, "Node %s is drained: no new instances may be placed on it", node.Name)
+		}
+		if err := p.checkNodeRoom(ctx, node, hv, tmpl, mem, disk, ""); err != nil {
+			return err
+		}
+	} else if node, err = p.allocate(ctx, hv, tmpl, mem, disk); err != nil {
+		return err
+	}
+	inst.PrimaryNode = node.UUID
+	if inst.OS != "" {
+		if err := p.checkOS(ctx, node, inst.OS, op.Bool("force_variant"), config.Fill(c.OSParams[osBase(inst.OS)], inst.OSParams)); err != nil {
+			return err
+		}
+	}
+	lu.Inst, lu.Node, lu.Start, lu.Debug = inst, node.Name, op.Bool("start"), op.Int("debug_level")
+	return nil
+}
+
+func (lu *instanceCreateLU) Steps() []Step {
+	return []Step{
+		{"reserve", func(ctx context.Context, s *StepCtx) error {
+			s.Tx().PutInstance(lu.Inst.Clone())
+			s.Logf(ctx, "Placing instance %s on node %s", lu.Inst.Name, lu.Node)
+			return nil
+		}},
+		{"create-disks", func(ctx context.Context, s *StepCtx) error {
+			node, err := s.Cfg().MustNode(lu.Node)
+			if err != nil {
+				return err
+			}
+			for i, d := range lu.Inst.Disks {
+				s.Logf(ctx, "Creating disk %d (%d MiB)", i, d.SizeMiB)
+				args := nodeapi.DiskArgs{InstanceUUID: lu.Inst.UUID, Template: lu.Inst.DiskTemplate,
+					Disk: nodeapi.DiskSpec{UUID: d.UUID, Name: d.Name, Index: i, SizeMiB: d.SizeMiB, Mode: d.Mode}}
+				var r nodeapi.DiskReply
+				if err := s.RPC(ctx, node, nodeapi.DiskCreate, args, &r); err != nil {
+					return fmt.Errorf("creating disk %d on %s: %w", i, node.Name, err)
+				}
+			}
+			return nil
+		}},
+		{"install-os", func(ctx context.Context, s *StepCtx) error {
+			if lu.NoInstall || lu.Inst.OS == "" {
+				return nil
+			}
+			node, err := s.Cfg().MustNode(lu.Node)
+			if err != nil {
+				return err
+			}
+			s.Logf(ctx, "Running the OS create scripts of %s", lu.Inst.OS)
+			args := nodeapi.OSCreateArgs{Instance: s.p.Spec(lu.Inst), ForceVariant: s.Op().Bool("force_variant"),
+				DebugLevel: lu.Debug, SecretParams: secretParams(s.Op())}
+			var r nodeapi.OSReply
+			return s.RPC(ctx, node, nodeapi.OSCreate, args, &r)
+		}},
+		{"start", func(ctx context.Context, s *StepCtx) error {
+			if !lu.Start {
+				return nil
+			}
+			node, err := s.Cfg().MustNode(lu.Node)
+			if err != nil {
+				return err
+			}
+			s.Logf(ctx, "Starting instance %s", lu.Inst.Name)
+			inst, err := s.Cfg().MustInstance(lu.Inst.UUID)
+			if err != nil {
+				return err
+			}
+			if err := s.RPC(ctx, node, nodeapi.InstanceStart, nodeapi.InstanceArgs{Instance: s.p.Spec(inst)}, nil); err != nil {
+				return err
+			}
+			inst.AdminState = config.AdminUp
+			s.Tx().PutInstance(inst)
+			return nil
+		}},
+	}
+}
+
+// Revert removes what a failed create left: disks and the reservation.
+func (lu *instanceCreateLU) Revert(ctx context.Context, s *StepCtx, failed error) {
+	if lu.Inst == nil {
+		return
+	}
+	s.Logf(ctx, "Creation failed (%v); removing what was created", failed)
+	if node, ok := s.Cfg().Node(lu.Node); ok {
+		_ = s.RPC(ctx, node, nodeapi.InstanceShutdown, nodeapi.ShutdownArgs{Instance: s.p.Spec(lu.Inst), Force: true}, nil)
+		for i, d := range lu.Inst.Disks {
+			args := nodeapi.DiskArgs{InstanceUUID: lu.Inst.UUID, Template: lu.Inst.DiskTemplate,
+				Disk: nodeapi.DiskSpec{UUID: d.UUID, Index: i, SizeMiB: d.SizeMiB, Mode: d.Mode}}
+			if err := s.RPC(ctx, node, nodeapi.DiskRemove, args, nil); err != nil {
+				s.Logf(ctx, "Could not remove disk %d: %v", i, err)
+			}
+		}
+	}
+	if inst, ok := s.Cfg().Instance(lu.Inst.UUID); ok {
+		s.Tx().DeleteInstance(inst)
+	}
+}
+
+func (lu *instanceCreateLU) Result() any {
+	if lu.Node == "" {
+		return []string{}
+	}
+	return []string{lu.Node}
+}
+
+func secretParams(op *opcodes.Op) map[string]string {
+	m, ok := op.Params["osparams_secret"].(map[string]any)
+	if !ok {
+		return nil
+	}
+	return config.Params(m).Strings()
+}
+
+func parseDisks(raw []any, tmpl string) ([]config.Disk, error) {
+	if tmpl == config.DTDiskless {
+		if len(raw) > 0 {
+			return nil, ecode.Errorf(ecode.Inval, "Diskless instances take no disks (got %d)", len(raw))
+		}
+		return nil, nil
+	}
+	if len(raw) == 0 {
+		return nil, ecode.Errorf(ecode.Inval, "Disk template '%s' needs at least one disk", tmpl)
+	}
+	if len(raw) > 16 {
+		return nil, ecode.Errorf(ecode.Inval, "Too many disks: %d (at most 16)", len(raw))
+	}
+	var out []config.Disk
+	for i, r := range raw {
+		m, ok := r.(map[string]any)
+		if !ok {
+			return nil, ecode.Errorf(ecode.Inval, "Disk %d: expected a dict", i)
+		}
+		for k := range m {
+			switch k {
+			case "size", "mode", "name":
+			default:
+				return nil, ecode.Errorf(ecode.Inval, "Disk %d: unknown parameter '%s'", i, k)
+			}
+		}
+		size, ok := m["size"].(float64)
+		if !ok || size <= 0 || size != float64(int64(size)) {
+			return nil, ecode.Errorf(ecode.Inval, "Disk %d: missing or invalid size (MiB, a positive integer)", i)
+		}
+		mode, _ := m["mode"].(string)
+		if mode == "" {
+			mode = "rw"
+		}
+		if mode != "rw" && mode != "ro" {
+			return nil, ecode.Errorf(ecode.Inval, "Disk %d: invalid mode '%s' (rw or ro)", i, mode)
+		}
+		name, _ := m["name"].(string)
+		out = append(out, config.Disk{UUID: config.NewUUID(), Name: name, SizeMiB: int64(size), Mode: mode})
+	}
+	return out, nil
+}
+
+var macRE = regexp.MustCompile(`^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$`)
+
+func parseNICs(p *Processor, c *config.Cluster, raw []any) ([]config.NIC, error) {
+	if len(raw) > 8 {
+		return nil, ecode.Errorf(ecode.Inval, "Too many NICs: %d (at most 8)", len(raw))
+	}
+	var out []config.NIC
+	seen := map[string]bool{}
+	for i, r := range raw {
+		m, ok := r.(map[string]any)
+		if !ok {
+			return nil, ecode.Errorf(ecode.Inval, "NIC %d: expected a dict", i)
+		}
+		n := config.NIC{UUID: config.NewUUID()}
+		for k, v := range m {
+			s, _ := v.(string)
+			switch k {
+			case "mac":
+				n.MAC = strings.ToLower(s)
+			case "ip":
+				n.IP = s
+			case "mode":
+				n.Mode = s
+			case "link", "bridge":
+				n.Link = s
+			case "name":
+				n.Name = s
+			case "vlan", "network":
+				if s != "" {
+					return nil, ecode.Errorf(ecode.Inval, "NIC %d: '%s' is not supported yet", i, k)
+				}
+			default:
+				return nil, ecode.Errorf(ecode.Inval, "NIC %d: unknown parameter '%s'", i, k)
+			}
+		}
+		if n.Mode == "" {
+			n.Mode, _ = c.NICParams["mode"].(string)
+		}
+		if n.Link == "" {
+			n.Link, _ = c.NICParams["link"].(string)
+		}
+		switch n.Mode {
+		case "bridged":
+		case "routed":
+			if n.IP == "" {
+				return nil, ecode.Errorf(ecode.Inval, "NIC %d: routed mode needs an IP address", i)
+			}
+		default:
+			return nil, ecode.Errorf(ecode.Inval, "NIC %d: invalid mode '%s' (bridged or routed)", i, n.Mode)
+		}
+		switch {
+		case n.MAC == "" || n.MAC == "auto" || n.MAC == "generate":
+			for tries := 0; ; tries++ {
+				n.MAC = config.NewMAC(c.MACPrefix)
+				if !p.Cfg.MACInUse(n.MAC) && !seen[n.MAC] {
+					break
+				}
+				if tries > 100 {
+					return nil, ecode.Errorf(ecode.TempNoRes, "Cannot generate a unique MAC under prefix %s", c.MACPrefix)
+				}
+			}
+		case macRE.MatchString(n.MAC):
+			if p.Cfg.MACInUse(n.MAC) || seen[n.MAC] {
+				return nil, ecode.Errorf(ecode.NotUnique, "MAC address %s already in use in the cluster", n.MAC)
+			}
+		default:
+			return nil, ecode.Errorf(ecode.Inval, "NIC %d: invalid MAC address '%s'", i, n.MAC)
+		}
+		seen[n.MAC] = true
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// checkHVParams accepts only the hypervisor's known parameters.
+func checkHVParams(c *config.Cluster, hv string, p map[string]any) (config.Params, error) {
+	known := c.HVParams[hv]
+	out := config.Params{}
+	for k, v := range p {
+		if _, ok := known[k]; !ok {
+			return nil, ecode.Errorf(ecode.Inval, "Unknown hypervisor parameter '%s' for %s", k, hv)
+		}
+		if dv, ok := known[k]; ok && dv != nil && v != nil {
+			if _, isBool := dv.(bool); isBool {
+				if s, ok := v.(string); ok {
+					switch strings.ToLower(s) {
+					case "true", "yes", "1":
+						v = true
+					case "false", "no", "0":
+						v = false
+					default:
+						return nil, ecode.Errorf(ecode.Inval, "Hypervisor parameter '%s' must be a boolean, got '%s'", k, s)
+					}
+				}
+			}
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// checkBEParams accepts Ganeti's backend parameters, with memory as the
+// old alias of maxmem and minmem.
+func checkBEParams(p map[string]any) (config.Params, error) {
+	out := config.Params{}
+	for k, v := range p {
+		typ, ok := config.BEParamType(k)
+		if !ok {
+			return nil, ecode.Errorf(ecode.Inval, "Unknown backend parameter '%s'", k)
+		}
+		switch typ {
+		case "int":
+			f, err := toNumber(v)
+			if err != nil || f < 0 {
+				return nil, ecode.Errorf(ecode.Inval, "Backend parameter '%s' must be a non-negative integer", k)
+			}
+			v = f
+		case "bool":
+			b, err := toBool(v)
+			if err != nil {
+				return nil, ecode.Errorf(ecode.Inval, "Backend parameter '%s' must be a boolean", k)
+			}
+			v = b
+		}
+		out[k] = v
+	}
+	if m, ok := out["memory"]; ok {
+		delete(out, "memory")
+		out["maxmem"], out["minmem"] = m, m
+	}
+	if mx, ok := out["maxmem"].(float64); ok {
+		if mn, ok := out["minmem"].(float64); ok && mn > mx {
+			return nil, ecode.Errorf(ecode.Inval, "minmem (%v) is larger than maxmem (%v)", mn, mx)
+		}
+		if _, ok := out["minmem"]; !ok {
+			out["minmem"] = mx
+		}
+	}
+	return out, nil
+}

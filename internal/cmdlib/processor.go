@@ -1,0 +1,282 @@
+// Package cmdlib holds the logical units: each opcode becomes an ordered list
+// of named steps. The Processor is the job queue's OpRunner: it decodes the
+// opcode, takes the unit's locks in level order, runs the checks once, then
+// runs the steps. Each step's configuration writes, the child jobs it submits
+// and the job's step cursor (with the unit's plan, serialised) commit in one
+// store transaction, so a restarted master resumes the op at its next step
+// with the same decisions instead of failing it.
+package cmdlib
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/corral/corral/internal/confdb"
+	"github.com/corral/corral/internal/config"
+	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/jobqueue"
+	"github.com/corral/corral/internal/locking"
+	"github.com/corral/corral/internal/opcodes"
+)
+
+// NodeRPC calls a node daemon. opID makes the call idempotent on the node:
+// a retried operation is answered from the node's record.
+type NodeRPC interface {
+	Call(ctx context.Context, node *config.Node, method, opID string, args, reply any) error
+}
+
+// LU is a logical unit. Its exported fields are its plan: they are saved with
+// every committed step and restored when the op resumes.
+type LU interface {
+	// Locks lists what the unit needs. Called before Prereq, and again on resume.
+	Locks(p *Processor, op *opcodes.Op) []locking.Request
+	// Prereq checks the request against the configuration and fills the plan.
+	// It runs once, before the first step; it must not change anything.
+	Prereq(ctx context.Context, p *Processor, op *opcodes.Op) error
+	// Steps are run in order; each is committed before the next starts.
+	Steps() []Step
+	// Result is the opcode result once every step ran.
+	Result() any
+}
+
+// Reverter is implemented by units that can undo a partly done change when a
+// step fails (for example a create that leaves disks behind).
+type Reverter interface {
+	Revert(ctx context.Context, s *StepCtx, failed error)
+}
+
+// Step is one resumable piece of a unit.
+type Step struct {
+	Name string
+	Run  func(ctx context.Context, s *StepCtx) error
+}
+
+// Processor runs opcodes for the job queue.
+type Processor struct {
+	Cfg    *confdb.DB
+	Locks  *locking.Manager
+	RPC    NodeRPC
+	Ops    *opcodes.Table
+	Log    *slog.Logger
+	Master *config.Node // the node corrald runs on (for on_master work)
+
+	mu        sync.Mutex
+	recovered map[string]*locking.Held // "job/op" -> locks re-acquired at start-up
+}
+
+// NewProcessor wires a processor.
+func NewProcessor(cfg *confdb.DB, locks *locking.Manager, rpc NodeRPC, ops *opcodes.Table, log *slog.Logger) *Processor {
+	return &Processor{Cfg: cfg, Locks: locks, RPC: rpc, Ops: ops, Log: log, recovered: map[string]*locking.Held{}}
+}
+
+func opKey(h *jobqueue.OpHandle) string { return fmt.Sprintf("%d/%d", h.JobID(), h.OpIndex()) }
+
+func owner(h *jobqueue.OpHandle) string {
+	return fmt.Sprintf("job %d/op %d %s", h.JobID(), h.OpIndex(), h.OpID())
+}
+
+// Recover re-acquires the locks an op held when the master stopped.
+func (p *Processor) Recover(ctx context.Context, h *jobqueue.OpHandle) error {
+	reqs, err := DecodeLocks(h.RecordedLocks())
+	if err != nil {
+		return err
+	}
+	held := p.Locks.NewOwner(owner(h))
+	if err := acquireAll(ctx, p.Locks, held, h.Priority(), reqs); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.recovered[opKey(h)] = held
+	p.mu.Unlock()
+	return nil
+}
+
+// RunOp executes one opcode of a job.
+func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error) {
+	op, err := p.Ops.Decode(h.Input())
+	if err != nil {
+		return nil, err
+	}
+	lu, err := p.newLU(op)
+	if err != nil {
+		return nil, err
+	}
+	cursor, data := h.Cursor()
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, lu); err != nil {
+			return nil, ecode.ExecErrorf("cannot restore the plan of %s: %v", op.ID, err)
+		}
+	}
+
+	p.mu.Lock()
+	held, resumed := p.recovered[opKey(h)]
+	delete(p.recovered, opKey(h))
+	p.mu.Unlock()
+	if !resumed {
+		held = p.Locks.NewOwner(owner(h))
+		reqs := lu.Locks(p, op)
+		if err := acquireAll(ctx, p.Locks, held, h.Priority(), reqs); err != nil {
+			if errors.Is(err, context.Canceled) && h.Canceled() {
+				return nil, jobqueue.ErrCanceled
+			}
+			return nil, err
+		}
+		if err := h.RecordLocks(ctx, EncodeLocks(held.Held())); err != nil {
+			held.Release()
+			return nil, err
+		}
+	}
+	defer held.Release()
+	if h.Resumed() {
+		_ = h.Log(ctx, "message", fmt.Sprintf("resumed after a master restart at step %d", cursor))
+	} else if err := h.SetRunning(ctx); err != nil {
+		return nil, err
+	}
+
+	if cursor == 0 {
+		if err := lu.Prereq(ctx, p, op); err != nil {
+			return nil, err
+		}
+		if op.Bool("dry_run") {
+			return lu.Result(), nil
+		}
+	}
+	steps := lu.Steps()
+	for i := cursor; i < len(steps); i++ {
+		sc := &StepCtx{p: p, h: h, step: i, op: op}
+		if err := steps[i].Run(ctx, sc); err != nil {
+			if ctx.Err() != nil && !h.Canceled() {
+				// The master is stopping: keep everything as it is, the op
+				// resumes at this step on the next start.
+				return nil, ctx.Err()
+			}
+			if r, ok := lu.(Reverter); ok {
+				rs := &StepCtx{p: p, h: h, step: i, op: op, revert: true}
+				r.Revert(context.WithoutCancel(ctx), rs, err)
+				if rs.tx != nil && !rs.tx.Empty() {
+					if cerr := p.Cfg.Commit(context.WithoutCancel(ctx), rs.tx); cerr != nil {
+						p.Log.Error("revert could not update the configuration", "job", h.JobID(), "err", cerr)
+					}
+				}
+			}
+			return nil, err
+		}
+		plan, err := json.Marshal(lu)
+		if err != nil {
+			return nil, ecode.ExecErrorf("cannot save the plan of %s: %v", op.ID, err)
+		}
+		c := jobqueue.StepCommit{Next: i + 1, Data: plan, Children: sc.children}
+		if sc.tx != nil {
+			c.Cmps, c.Ops = sc.tx.Cmps(), sc.tx.Ops()
+		}
+		res, err := h.CommitStep(ctx, c)
+		if err != nil {
+			if errors.Is(err, jobqueue.ErrConflict) {
+				return nil, ecode.Errorf(ecode.TempNoRes, "step %q of %s: the configuration changed concurrently; retry", steps[i].Name, op.ID)
+			}
+			return nil, err
+		}
+		if sc.tx != nil {
+			p.Cfg.Apply(sc.tx, res.Revision)
+		}
+		if sc.afterCommit != nil {
+			sc.afterCommit(res.ChildIDs)
+		}
+	}
+	return lu.Result(), nil
+}
+
+func acquireAll(ctx context.Context, m *locking.Manager, held *locking.Held, prio int, reqs []locking.Request) error {
+	if len(reqs) == 0 {
+		return nil
+	}
+	return m.Acquire(ctx, held, prio, reqs...)
+}
+
+// EncodeLocks renders held locks for the job record: "level:mode:name,name".
+func EncodeLocks(reqs []locking.Request) []string {
+	out := make([]string, 0, len(reqs))
+	for _, r := range reqs {
+		out = append(out, fmt.Sprintf("%s:%s:%s", r.Level, r.Mode, strings.Join(r.Names, ",")))
+	}
+	return out
+}
+
+// DecodeLocks parses EncodeLocks's output.
+func DecodeLocks(recs []string) ([]locking.Request, error) {
+	var out []locking.Request
+	for _, s := range recs {
+		parts := strings.SplitN(s, ":", 3)
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("bad lock record %q", s)
+		}
+		lv, err := locking.ParseLevel(parts[0])
+		if err != nil {
+			return nil, err
+		}
+		md, err := locking.ParseMode(parts[1])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, locking.Request{Level: lv, Mode: md, Names: strings.Split(parts[2], ",")})
+	}
+	return out, nil
+}
+
+// StepCtx is what a step works with.
+type StepCtx struct {
+	p           *Processor
+	h           *jobqueue.OpHandle
+	op          *opcodes.Op
+	step        int
+	seq         int
+	tx          *confdb.Tx
+	children    [][]json.RawMessage
+	afterCommit func(childIDs []int64)
+	revert      bool
+}
+
+// Cfg is the configuration.
+func (s *StepCtx) Cfg() *confdb.DB { return s.p.Cfg }
+
+// Tx returns the step's configuration transaction, committed with the step.
+func (s *StepCtx) Tx() *confdb.Tx {
+	if s.tx == nil {
+		s.tx = s.p.Cfg.Begin()
+	}
+	return s.tx
+}
+
+// Op is the decoded opcode.
+func (s *StepCtx) Op() *opcodes.Op { return s.op }
+
+// Logf writes a message to the job log (durably).
+func (s *StepCtx) Logf(ctx context.Context, format string, args ...any) {
+	if err := s.h.Log(ctx, "message", fmt.Sprintf(format, args...)); err != nil {
+		s.p.Log.Warn("job log write failed", "job", s.h.JobID(), "err", err)
+	}
+}
+
+// LogEntry writes a typed log entry.
+func (s *StepCtx) LogEntry(ctx context.Context, typ string, msg any) error {
+	return s.h.Log(ctx, typ, msg)
+}
+
+// RPC calls a node with an operation id unique to this call within the job.
+func (s *StepCtx) RPC(ctx context.Context, node *config.Node, method string, args, reply any) error {
+	s.seq++
+	kind := "step"
+	if s.revert {
+		kind = "revert"
+	}
+	opID := fmt.Sprintf("job/%d/op/%d/%s/%d/%d", s.h.JobID(), s.h.OpIndex(), kind, s.step, s.seq)
+	return s.p.RPC.Call(ctx, node, method, opID, args, reply)
+}
+
+// Submit adds child jobs, created in the step's transaction.
+func (s *StepCtx) Submit(job []json.RawMessage) { s.children = append(s.children, job) }

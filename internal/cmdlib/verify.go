@@ -1,0 +1,194 @@
+package cmdlib
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/corral/corral/internal/config"
+	"github.com/corral/corral/internal/locking"
+	"github.com/corral/corral/internal/nodeapi"
+	"github.com/corral/corral/internal/opcodes"
+)
+
+// Limits used by verify.
+const (
+	maxClockSkew   = 150 * time.Second // Ganeti's NODE_MAX_CLOCK_SKEW
+	certWarnBefore = 30 * 24 * time.Hour
+)
+
+type clusterVerifyLU struct {
+	Messages []string `json:"messages"`
+	Errors   int      `json:"errors"`
+	Warnings int      `json:"warnings"`
+}
+
+func (lu *clusterVerifyLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
+	return []locking.Request{bgl(locking.Shared),
+		instLock(locking.Shared, locking.All), nodeLock(locking.Shared, locking.All)}
+}
+
+func (lu *clusterVerifyLU) errf(format string, args ...any) {
+	lu.Errors++
+	lu.Messages = append(lu.Messages, "E: "+fmt.Sprintf(format, args...))
+}
+
+func (lu *clusterVerifyLU) warnf(format string, args ...any) {
+	lu.Warnings++
+	lu.Messages = append(lu.Messages, "W: "+fmt.Sprintf(format, args...))
+}
+
+func (lu *clusterVerifyLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op) error {
+	return nil
+}
+
+func (lu *clusterVerifyLU) Steps() []Step {
+	return []Step{{"verify", func(ctx context.Context, s *StepCtx) error {
+		lu.Messages, lu.Errors, lu.Warnings = nil, 0, 0
+		lu.verifyConfig(s.p)
+		for _, n := range s.Cfg().Nodes() {
+			lu.verifyNode(ctx, s.p, n)
+		}
+		for _, m := range lu.Messages {
+			s.Logf(ctx, "%s", m)
+		}
+		s.Logf(ctx, "Verify finished: %d error(s), %d warning(s)", lu.Errors, lu.Warnings)
+		return nil
+	}}}
+}
+
+func (lu *clusterVerifyLU) Result() any {
+	msgs := lu.Messages
+	if msgs == nil {
+		msgs = []string{}
+	}
+	return map[string]any{"ok": lu.Errors == 0, "errors": lu.Errors, "warnings": lu.Warnings, "messages": msgs}
+}
+
+func (lu *clusterVerifyLU) verifyConfig(p *Processor) {
+	c := p.Cfg.Cluster()
+	if _, ok := p.Cfg.Node(c.MasterNode); !ok {
+		lu.errf("cluster: master node %s is not in the configuration", c.MasterNode)
+	}
+	for _, n := range p.Cfg.Nodes() {
+		if _, ok := p.Cfg.Group(n.Group); !ok {
+			lu.errf("node %s: node group %s does not exist", n.Name, n.Group)
+		}
+	}
+	macs := map[string]string{}
+	for _, i := range p.Cfg.Instances() {
+		if _, ok := p.Cfg.Node(i.PrimaryNode); !ok {
+			lu.errf("instance %s: primary node %s does not exist", i.Name, i.PrimaryNode)
+		}
+		if !contains(c.EnabledHypervisors, i.Hypervisor) {
+			lu.errf("instance %s: hypervisor %s is not enabled", i.Name, i.Hypervisor)
+		}
+		if !contains(c.EnabledDiskTemplates, i.DiskTemplate) {
+			lu.errf("instance %s: disk template %s is not enabled", i.Name, i.DiskTemplate)
+		}
+		for _, n := range i.NICs {
+			if other, dup := macs[n.MAC]; dup {
+				lu.errf("instance %s: MAC %s is also used by instance %s", i.Name, n.MAC, other)
+			}
+			macs[n.MAC] = i.Name
+		}
+	}
+}
+
+func (lu *clusterVerifyLU) verifyNode(ctx context.Context, p *Processor, n *config.Node) {
+	if n.Offline {
+		lu.Messages = append(lu.Messages, fmt.Sprintf("I: node %s is offline, skipped", n.Name))
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var info nodeapi.NodeInfoReply
+	if err := p.RPC.Call(cctx, n, nodeapi.NodeInfo, "", nodeapi.NodeInfoArgs{}, &info); err != nil {
+		lu.errf("node %s: not reachable: %v", n.Name, err)
+		return
+	}
+	if info.Version != Version {
+		lu.errf("node %s: runs version %s, the master runs %s", n.Name, info.Version, Version)
+	}
+	if skew := time.Duration(math.Abs(float64(time.Now().UnixMicro())/1e6-info.Time) * float64(time.Second)); skew > maxClockSkew {
+		lu.errf("node %s: clock skew of %s (more than %s)", n.Name, skew.Round(time.Second), maxClockSkew)
+	}
+	if info.CertNotAfter > 0 {
+		left := time.Until(time.Unix(int64(info.CertNotAfter), 0))
+		switch {
+		case left <= 0:
+			lu.errf("node %s: node certificate expired %s ago", n.Name, fmtAge(-left))
+		case left < certWarnBefore:
+			lu.warnf("node %s: node certificate expires in %s", n.Name, fmtAge(left))
+		}
+	}
+	if !n.VMCapable {
+		return
+	}
+	hvs := p.Cfg.Cluster().EnabledHypervisors
+	var running []nodeapi.RunningInstance
+	if err := p.RPC.Call(cctx, n, nodeapi.InstanceList, "", nodeapi.InstanceListArgs{Hypervisors: hvs}, &running); err != nil {
+		lu.errf("node %s: cannot list instances: %v", n.Name, err)
+		return
+	}
+	byUUID := map[string]*config.Instance{}
+	for _, i := range p.Cfg.Instances() {
+		byUUID[i.UUID] = i
+	}
+	seen := map[string]bool{}
+	for _, r := range running {
+		i, ok := byUUID[r.UUID]
+		switch {
+		case !ok:
+			lu.errf("node %s: orphan instance %s (uuid %s, pid %d) runs but is not in the configuration", n.Name, r.Name, r.UUID, r.PID)
+		case i.PrimaryNode != n.UUID:
+			lu.errf("instance %s: runs on node %s, which is not its primary", i.Name, n.Name)
+		case i.AdminState != config.AdminUp:
+			lu.errf("instance %s: running on %s but its admin state is %s", i.Name, n.Name, i.AdminState)
+		}
+		seen[r.UUID] = true
+	}
+	var disks []nodeapi.FoundDisk
+	if err := p.RPC.Call(cctx, n, nodeapi.DiskList, "", struct{}{}, &disks); err != nil {
+		lu.errf("node %s: cannot list disks: %v", n.Name, err)
+		return
+	}
+	found := map[string]nodeapi.FoundDisk{}
+	for _, d := range disks {
+		found[d.DiskUUID] = d
+		i, ok := byUUID[d.InstanceUUID]
+		if !ok || i.PrimaryNode != n.UUID {
+			lu.warnf("node %s: orphan disk file %s (%d MiB) belongs to no instance on this node", n.Name, d.Path, d.SizeMiB)
+			continue
+		}
+		if d.Mode&0o077 != 0 {
+			lu.errf("instance %s: disk file %s has mode %04o, other users can read it", i.Name, d.Path, d.Mode&0o7777)
+		}
+	}
+	var insts []*config.Instance
+	for _, i := range byUUID {
+		if i.PrimaryNode == n.UUID {
+			insts = append(insts, i)
+		}
+	}
+	sort.Slice(insts, func(a, b int) bool { return insts[a].Name < insts[b].Name })
+	for _, i := range insts {
+		if i.AdminState == config.AdminUp && !seen[i.UUID] {
+			lu.errf("instance %s: should be running on %s but is not", i.Name, n.Name)
+		}
+		if i.DiskTemplate != config.DTFile {
+			continue
+		}
+		for idx, d := range i.Disks {
+			f, ok := found[d.UUID]
+			switch {
+			case !ok:
+				lu.errf("instance %s: disk %d is missing on node %s", i.Name, idx, n.Name)
+			case f.SizeMiB != d.SizeMiB:
+				lu.errf("instance %s: disk %d is %d MiB on node %s, the configuration says %d MiB", i.Name, idx, f.SizeMiB, n.Name, d.SizeMiB)
+			}
+		}
+	}
+}

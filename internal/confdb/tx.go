@@ -1,0 +1,239 @@
+package confdb
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/corral/corral/internal/config"
+	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/store"
+)
+
+// Tx collects configuration changes. Each changed object is compared on the
+// mod revision the cache had when it was first touched, so a concurrent
+// writer makes the commit fail rather than be overwritten. New names and MACs
+// are compared as missing, which makes them unique cluster-wide.
+type Tx struct {
+	db   *DB
+	cmps []store.Cmp
+	ops  []store.Op
+	// What Apply must do to the cache.
+	cluster   *config.Cluster
+	nodes     []*config.Node
+	delNodes  []*config.Node
+	groups    []*config.NodeGroup
+	insts     []*config.Instance
+	delInsts  []*config.Instance
+	seenCmp   map[string]bool
+	validated bool
+}
+
+// Begin starts a transaction.
+func (db *DB) Begin() *Tx { return &Tx{db: db, seenCmp: map[string]bool{}} }
+
+// Cmps returns the compares to commit.
+func (tx *Tx) Cmps() []store.Cmp { return tx.cmps }
+
+// Ops returns the writes to commit.
+func (tx *Tx) Ops() []store.Op { return tx.ops }
+
+// Empty reports whether nothing was changed.
+func (tx *Tx) Empty() bool { return len(tx.ops) == 0 }
+
+func (tx *Tx) cmp(c store.Cmp) {
+	if tx.seenCmp[c.Key] {
+		return
+	}
+	tx.seenCmp[c.Key] = true
+	tx.cmps = append(tx.cmps, c)
+}
+
+func (tx *Tx) put(key string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("confdb: unencodable object: " + err.Error()) // a programming error, not input
+	}
+	tx.ops = append(tx.ops, store.Put(key, b))
+}
+
+// PutCluster stores the cluster object (serial and mtime bumped).
+func (tx *Tx) PutCluster(c *config.Cluster) {
+	tx.db.mu.RLock()
+	rev := tx.db.cluster.rev
+	tx.db.mu.RUnlock()
+	c.Touch(tx.db.now())
+	tx.cmp(store.ModRevisionIs(keyCluster, rev))
+	tx.put(keyCluster, c)
+	tx.cluster = c
+}
+
+// PutNode adds or updates a node.
+func (tx *Tx) PutNode(n *config.Node) {
+	tx.db.mu.RLock()
+	old, exists := tx.db.nodes[n.UUID]
+	tx.db.mu.RUnlock()
+	n.Touch(tx.db.now())
+	key := pfxNode + n.UUID
+	if exists {
+		tx.cmp(store.ModRevisionIs(key, old.rev))
+		if old.obj.Name != n.Name {
+			tx.ops = append(tx.ops, store.Delete(pfxNameNode+old.obj.Name))
+			tx.nameIndex(pfxNameNode+n.Name, n.UUID)
+		}
+	} else {
+		tx.cmp(store.Missing(key))
+		tx.nameIndex(pfxNameNode+n.Name, n.UUID)
+	}
+	tx.put(key, n)
+	tx.nodes = append(tx.nodes, n)
+}
+
+// DeleteNode removes a node.
+func (tx *Tx) DeleteNode(n *config.Node) {
+	tx.db.mu.RLock()
+	old, exists := tx.db.nodes[n.UUID]
+	tx.db.mu.RUnlock()
+	if !exists {
+		return
+	}
+	tx.cmp(store.ModRevisionIs(pfxNode+n.UUID, old.rev))
+	tx.ops = append(tx.ops, store.Delete(pfxNode+n.UUID), store.Delete(pfxNameNode+old.obj.Name))
+	tx.delNodes = append(tx.delNodes, old.obj)
+}
+
+// PutGroup adds or updates a node group.
+func (tx *Tx) PutGroup(g *config.NodeGroup) {
+	tx.db.mu.RLock()
+	old, exists := tx.db.groups[g.UUID]
+	tx.db.mu.RUnlock()
+	g.Touch(tx.db.now())
+	key := pfxGroup + g.UUID
+	if exists {
+		tx.cmp(store.ModRevisionIs(key, old.rev))
+		if old.obj.Name != g.Name {
+			tx.ops = append(tx.ops, store.Delete(pfxNameGroup+old.obj.Name))
+			tx.nameIndex(pfxNameGroup+g.Name, g.UUID)
+		}
+	} else {
+		tx.cmp(store.Missing(key))
+		tx.nameIndex(pfxNameGroup+g.Name, g.UUID)
+	}
+	tx.put(key, g)
+	tx.groups = append(tx.groups, g)
+}
+
+// PutInstance adds or updates an instance, maintaining the name and MAC
+// indexes.
+func (tx *Tx) PutInstance(i *config.Instance) {
+	tx.db.mu.RLock()
+	old, exists := tx.db.instances[i.UUID]
+	tx.db.mu.RUnlock()
+	i.Touch(tx.db.now())
+	key := pfxInstance + i.UUID
+	oldMACs := map[string]bool{}
+	if exists {
+		tx.cmp(store.ModRevisionIs(key, old.rev))
+		if old.obj.Name != i.Name {
+			tx.ops = append(tx.ops, store.Delete(pfxNameInst+old.obj.Name))
+			tx.nameIndex(pfxNameInst+i.Name, i.UUID)
+		}
+		for _, n := range old.obj.NICs {
+			oldMACs[n.MAC] = true
+		}
+	} else {
+		tx.cmp(store.Missing(key))
+		tx.nameIndex(pfxNameInst+i.Name, i.UUID)
+	}
+	newMACs := map[string]bool{}
+	for k := range i.NICs {
+		i.NICs[k].MAC = strings.ToLower(i.NICs[k].MAC)
+		m := i.NICs[k].MAC
+		newMACs[m] = true
+		if !oldMACs[m] {
+			tx.nameIndex(pfxMAC+m, i.UUID)
+		}
+	}
+	for m := range oldMACs {
+		if !newMACs[m] {
+			tx.ops = append(tx.ops, store.Delete(pfxMAC+m))
+		}
+	}
+	tx.put(key, i)
+	tx.insts = append(tx.insts, i)
+}
+
+// DeleteInstance removes an instance and its index keys.
+func (tx *Tx) DeleteInstance(i *config.Instance) {
+	tx.db.mu.RLock()
+	old, exists := tx.db.instances[i.UUID]
+	tx.db.mu.RUnlock()
+	if !exists {
+		return
+	}
+	tx.cmp(store.ModRevisionIs(pfxInstance+i.UUID, old.rev))
+	tx.ops = append(tx.ops, store.Delete(pfxInstance+i.UUID), store.Delete(pfxNameInst+old.obj.Name))
+	for _, n := range old.obj.NICs {
+		tx.ops = append(tx.ops, store.Delete(pfxMAC+n.MAC))
+	}
+	tx.delInsts = append(tx.delInsts, old.obj)
+}
+
+func (tx *Tx) nameIndex(key, uuid string) {
+	tx.cmp(store.Missing(key))
+	tx.ops = append(tx.ops, store.Put(key, []byte(uuid)))
+}
+
+// Apply updates the cache after tx was committed at revision rev.
+func (db *DB) Apply(tx *Tx, rev int64) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if tx.cluster != nil {
+		db.cluster = entry[*config.Cluster]{tx.cluster.Clone(), rev}
+	}
+	for _, n := range tx.delNodes {
+		delete(db.nodes, n.UUID)
+		delete(db.nodeByName, n.Name)
+	}
+	for _, n := range tx.nodes {
+		if old, ok := db.nodes[n.UUID]; ok {
+			delete(db.nodeByName, old.obj.Name)
+		}
+		db.nodes[n.UUID] = entry[*config.Node]{n.Clone(), rev}
+		db.nodeByName[n.Name] = n.UUID
+	}
+	for _, g := range tx.groups {
+		if old, ok := db.groups[g.UUID]; ok {
+			delete(db.groupByName, old.obj.Name)
+		}
+		db.groups[g.UUID] = entry[*config.NodeGroup]{g.Clone(), rev}
+		db.groupByName[g.Name] = g.UUID
+	}
+	for _, i := range tx.delInsts {
+		delete(db.instances, i.UUID)
+		delete(db.instByName, i.Name)
+		for _, n := range i.NICs {
+			delete(db.macs, n.MAC)
+		}
+	}
+	for _, i := range tx.insts {
+		if old, ok := db.instances[i.UUID]; ok {
+			delete(db.instByName, old.obj.Name)
+			for _, n := range old.obj.NICs {
+				delete(db.macs, n.MAC)
+			}
+		}
+		db.instances[i.UUID] = entry[*config.Instance]{i.Clone(), rev}
+		db.instByName[i.Name] = i.UUID
+		for _, n := range i.NICs {
+			db.macs[n.MAC] = i.UUID
+		}
+	}
+}
+
+// CheckNameFree returns an ECODE_EXISTS error when the instance name is taken.
+func (db *DB) CheckInstanceNameFree(name string) error {
+	if _, ok := db.Instance(name); ok {
+		return ecode.Errorf(ecode.Exists, "Instance '%s' is already in the cluster", name)
+	}
+	return nil
+}
