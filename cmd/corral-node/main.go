@@ -1,0 +1,119 @@
+// Command corral-node is the Corral node daemon. It runs as root on every
+// node (the master machine included) and obeys only the current master.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/corral/corral/internal/bootstrap"
+	"github.com/corral/corral/internal/hypervisor"
+	"github.com/corral/corral/internal/nodeserver"
+	"github.com/corral/corral/internal/osapi"
+	"github.com/corral/corral/internal/pki"
+	"github.com/corral/corral/internal/rpc"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "corral-node:", err)
+		os.Exit(1)
+	}
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("corral-node", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: corral-node [flags]
+       corral-node join [flags] TOKEN
+
+The Corral node daemon: runs instances, disks and OS scripts for the master
+over mutual TLS. It runs as root.
+
+'join TOKEN' makes this node's key, has the master sign its certificate using
+a one-time token from 'corral node join-token NAME', and stores it in the
+state directory; then start the daemon and run 'corral node add NAME --ip IP'
+on the master.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	stateDir := fs.String("state-dir", env("CORRAL_NODE_STATE_DIR", bootstrap.DefaultStateDir+"/node"), "this node daemon's state directory (env CORRAL_NODE_STATE_DIR)")
+	runDir := fs.String("run-dir", env("CORRAL_NODE_RUN_DIR", bootstrap.DefaultRunDir+"/node"), "runtime directory for instance sockets; keep it short (env CORRAL_NODE_RUN_DIR)")
+	listen := fs.String("listen", "127.0.0.1:1811", "address to serve RPC on (the node's primary IP and the cluster's RPC port)")
+	osPath := fs.String("os-path", "", "colon-separated OS definition directories searched before the defaults")
+	hvs := fs.String("hypervisors", "kvm,fake", "hypervisors to enable")
+	fakeMem := fs.Int64("fake-memory", 32768, "memory (MiB) the fake hypervisor reports")
+	fakeCPUs := fs.Int("fake-cpus", 16, "CPUs the fake hypervisor reports")
+	debug := fs.Bool("debug", false, "debug logging")
+	if len(args) > 0 && args[0] == "join" {
+		return join(args[1:])
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "corral-node: warning: not running as root; taps, disk ownership and qemu privilege dropping will not work")
+	}
+	lvl := slog.LevelInfo
+	if *debug {
+		lvl = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	search := osapi.DefaultSearchPath()
+	if *osPath != "" {
+		search = append(strings.Split(*osPath, ":"), search...)
+	}
+	srv, err := nodeserver.New(nodeserver.Options{
+		StateDir: *stateDir, RunDir: *runDir, Listen: *listen, OSSearchPath: search,
+		Hypervisors:  strings.Split(*hvs, ","),
+		FakeCapacity: hypervisor.NodeResources{MemoryTotalMiB: *fakeMem, MemoryFreeMiB: *fakeMem, CPUs: *fakeCPUs, Hypervisor: hypervisor.Fake},
+		Logger:       log,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return srv.Run(ctx)
+}
+
+func join(args []string) error {
+	fs := flag.NewFlagSet("corral-node join", flag.ContinueOnError)
+	stateDir := fs.String("state-dir", env("CORRAL_NODE_STATE_DIR", bootstrap.DefaultStateDir+"/node"), "this node daemon's state directory")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("usage: corral-node join [--state-dir DIR] TOKEN")
+	}
+	tok, err := pki.ParseJoinToken(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*stateDir, 0o700); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	cert, _, _, err := rpc.Join(ctx, tok, *stateDir)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("Joined as node %s; certificate in %s\n", tok.Node, cert)
+	return nil
+}

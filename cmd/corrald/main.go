@@ -1,0 +1,66 @@
+// Command corrald is the Corral master daemon. It runs as corral-master and
+// never as root.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/corral/corral/internal/bootstrap"
+	"github.com/corral/corral/internal/master"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "corrald:", err)
+		os.Exit(1)
+	}
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("corrald", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: corrald [flags]\n\nThe Corral master daemon: job queue, configuration, LUXI socket, node joins.\nIt must run as the corral-master user (never root).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	stateDir := fs.String("state-dir", env("CORRAL_STATE_DIR", bootstrap.DefaultStateDir), "cluster state directory (env CORRAL_STATE_DIR); corrald uses <state-dir>/master")
+	runDir := fs.String("run-dir", env("CORRAL_RUN_DIR", bootstrap.DefaultRunDir), "runtime directory for sockets (env CORRAL_RUN_DIR); the LUXI socket is <run-dir>/master/luxi.sock")
+	group := fs.String("socket-group", bootstrap.AdminGroup, "group that may use the LUXI socket (\"\" keeps the default group)")
+	join := fs.String("join-listen", "", "address of the node-join TLS listener (default: the cluster's join address)")
+	maxConns := fs.Int("max-connections", 65536, "maximum concurrent LUXI connections")
+	watch := fs.Duration("watcher-interval", time.Minute, "how often the watcher checks instances (0 disables)")
+	debug := fs.Bool("debug", false, "debug logging")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	lvl := slog.LevelInfo
+	if *debug {
+		lvl = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	l := bootstrap.Layout{StateDir: *stateDir, RunDir: *runDir}
+	w := *watch
+	if w == 0 {
+		w = -1
+	}
+	return master.Run(ctx, master.Options{
+		StateDir: l.MasterDir(), RunDir: l.MasterRunDir(), SocketPath: filepath.Join(l.MasterRunDir(), master.FileLUXISocket),
+		SocketGroup: *group, JoinListen: *join, MaxConns: *maxConns, WatcherInterval: w, Logger: log,
+	})
+}

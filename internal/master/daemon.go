@@ -1,0 +1,280 @@
+// Package master is corrald, the master daemon: it owns the store, the
+// configuration, the job queue, the lock manager and the logical units, and
+// serves LUXI on a unix socket and the node-join endpoint over TLS. main
+// only parses flags and calls Run.
+package master
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/corral/corral/internal/cmdlib"
+	"github.com/corral/corral/internal/confdb"
+	"github.com/corral/corral/internal/config"
+	"github.com/corral/corral/internal/jobqueue"
+	"github.com/corral/corral/internal/locking"
+	"github.com/corral/corral/internal/luxi"
+	"github.com/corral/corral/internal/nodeapi"
+	"github.com/corral/corral/internal/opcodes"
+	"github.com/corral/corral/internal/pki"
+	"github.com/corral/corral/internal/query"
+	"github.com/corral/corral/internal/rpc"
+	"github.com/corral/corral/internal/store"
+	"github.com/corral/corral/internal/store/boltstore"
+)
+
+// Version of the software; nodes must match it.
+const Version = cmdlib.Version
+
+// ProtocolVersion is the LUXI protocol version.
+const ProtocolVersion = luxi.ProtocolVersion
+
+// Files in the master's state directory.
+const (
+	FileStore        = "config.db"
+	FileCA           = "ca.pem"
+	FileCAKey        = "ca.key"
+	FileMasterCert   = "master.pem"
+	FileMasterKey    = "master.key"
+	FileDomainSecret = "cluster-domain-secret"
+	FileLUXISocket   = "luxi.sock"
+)
+
+// Options configure corrald.
+type Options struct {
+	StateDir    string
+	RunDir      string
+	SocketPath  string // default <RunDir>/luxi.sock
+	SocketGroup string // group owning the socket ("" = leave)
+	JoinListen  string // default: the cluster's join address
+	MaxConns    int
+	// WatcherInterval is how often the watcher runs (0 = 60 s; < 0 = never).
+	WatcherInterval time.Duration
+	Logger          *slog.Logger
+}
+
+// Daemon is a running corrald.
+type Daemon struct {
+	opts   Options
+	log    *slog.Logger
+	st     store.Store
+	cfg    *confdb.DB
+	queue  *jobqueue.Queue
+	locks  *locking.Manager
+	rpc    *nodeRPC
+	proc   *cmdlib.Processor
+	ca     *pki.CA
+	qInst  *query.Resource[*query.InstanceRow]
+	qNode  *query.Resource[*query.NodeRow]
+	qGroup *query.Resource[*query.GroupRow]
+	watch  *watcher
+}
+
+// Run starts corrald and blocks until ctx ends.
+func Run(ctx context.Context, opts Options) error {
+	if os.Geteuid() == 0 {
+		return errors.New("corrald must not run as root: run it as the corral-master user (corral dev up and the service unit do)")
+	}
+	d, err := Open(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Serve(ctx)
+}
+
+// Open loads the state and recovers the job queue, without serving yet.
+func Open(ctx context.Context, opts Options) (*Daemon, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.SocketPath == "" {
+		opts.SocketPath = filepath.Join(opts.RunDir, FileLUXISocket)
+	}
+	if opts.WatcherInterval == 0 {
+		opts.WatcherInterval = time.Minute
+	}
+	d := &Daemon{opts: opts, log: opts.Logger, locks: locking.New(),
+		qInst: query.Instances(), qNode: query.Nodes(), qGroup: query.Groups()}
+	path := filepath.Join(opts.StateDir, FileStore)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("no cluster store at %s (run 'corral cluster init' first): %w", path, err)
+	}
+	st, err := boltstore.Open(path, boltstore.Options{Logger: opts.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("opening the store: %w", err)
+	}
+	d.st = st
+	ok := false
+	defer func() {
+		if !ok {
+			st.Close()
+		}
+	}()
+	if d.cfg, err = confdb.Open(ctx, st, nil); err != nil {
+		return nil, err
+	}
+	// A new epoch fences any older master process: nodes refuse its RPCs.
+	c := d.cfg.Cluster()
+	c.Epoch++
+	tx := d.cfg.Begin()
+	tx.PutCluster(c)
+	if err := d.cfg.Commit(ctx, tx); err != nil {
+		return nil, fmt.Errorf("recording the master epoch: %w", err)
+	}
+	if d.ca, err = pki.LoadCA(d.file(FileCA), d.file(FileCAKey)); err != nil {
+		return nil, err
+	}
+	certPEM, err := os.ReadFile(d.file(FileMasterCert))
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := os.ReadFile(d.file(FileMasterKey))
+	if err != nil {
+		return nil, err
+	}
+	client, err := rpc.NewClient(certPEM, keyPEM, d.ca.CertPEM(), func() int64 { return d.cfg.Cluster().Epoch }, rpc.ClientOptions{Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	d.rpc = &nodeRPC{client: client, cfg: d.cfg}
+	d.proc = cmdlib.NewProcessor(d.cfg, d.locks, d.rpc, opcodes.Default(), opts.Logger)
+	tab := d.proc.Ops
+	d.queue, err = jobqueue.New(jobqueue.Options{
+		Store:   st,
+		Runner:  d.proc,
+		Summary: tab.Summary,
+		Validate: func(id string, in json.RawMessage) error {
+			if _, ok := tab.Lookup(id); !ok {
+				_, err := tab.Decode(in)
+				return err
+			}
+			return nil
+		},
+		MaxRunning: func() int { return d.cfg.Cluster().MaxRunningJobs },
+		QueueSize:  func() int { return d.cfg.Cluster().JobQueueSize },
+		Logger:     opts.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := d.queue.Start(ctx); err != nil {
+		return nil, fmt.Errorf("recovering the job queue: %w", err)
+	}
+	d.watch = newWatcher(d)
+	ok = true
+	return d, nil
+}
+
+func (d *Daemon) file(name string) string { return filepath.Join(d.opts.StateDir, name) }
+
+// Serve runs the LUXI server, the join listener and the watcher.
+func (d *Daemon) Serve(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 3)
+	srv := luxi.NewServer(&luxiHandler{d}, luxi.ServerOptions{
+		Path: d.opts.SocketPath, Mode: 0o660, Group: d.opts.SocketGroup,
+		MaxConns: d.opts.MaxConns, Logger: d.log,
+	})
+	go func() { errc <- srv.Serve(ctx) }()
+
+	joinAddr := d.opts.JoinListen
+	if joinAddr == "" {
+		joinAddr = d.cfg.Cluster().JoinAddress
+	}
+	var joinSrv *http.Server
+	if joinAddr != "" {
+		certPEM, _ := os.ReadFile(d.file(FileMasterCert))
+		keyPEM, _ := os.ReadFile(d.file(FileMasterKey))
+		tlsCfg, err := pki.ServerTLSConfig(certPEM, keyPEM, d.ca.CertPEM())
+		if err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", joinAddr)
+		if err != nil {
+			return fmt.Errorf("join listener on %s: %w", joinAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/join/", rpc.JoinHandler(d.ca, d.validateJoin, d.log))
+		joinSrv = &http.Server{Handler: mux, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
+		go func() {
+			if err := joinSrv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+	}
+	if d.opts.WatcherInterval > 0 {
+		go d.watch.run(ctx, d.opts.WatcherInterval)
+	}
+	d.log.Info("corrald serving", "luxi", d.opts.SocketPath, "join", joinAddr, "epoch", d.cfg.Cluster().Epoch, "pid", os.Getpid())
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	if joinSrv != nil {
+		sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = joinSrv.Shutdown(sctx)
+		c()
+	}
+	cancel()
+	return err
+}
+
+// Close stops the queue and closes the store. Running jobs keep their last
+// committed step and resume at the next start.
+func (d *Daemon) Close() {
+	if d.queue != nil {
+		d.queue.Stop()
+	}
+	if d.st != nil {
+		d.st.Close()
+	}
+}
+
+// Queue exposes the job queue (for in-process tests and benchmarks).
+func (d *Daemon) Queue() *jobqueue.Queue { return d.queue }
+
+// nodeRPC adapts the RPC client to cmdlib.NodeRPC: a node is reached at its
+// primary IP on the cluster's RPC port and must present a certificate with
+// its own name.
+type nodeRPC struct {
+	client *rpc.Client
+	cfg    *confdb.DB
+}
+
+func (r *nodeRPC) Call(ctx context.Context, n *config.Node, method, opID string, args, reply any) error {
+	addr := net.JoinHostPort(n.PrimaryIP, strconv.Itoa(r.cfg.Cluster().RPCPort))
+	return r.client.CallTimeout(ctx, callTimeout(args), n.Name, addr, method, opID, args, reply)
+}
+
+// callTimeout gives calls that wait on purpose (a guest's clean shutdown, an
+// OS install, a test delay) room beyond their own timeout.
+func callTimeout(args any) time.Duration {
+	const slack = 30 * time.Second
+	switch a := args.(type) {
+	case nodeapi.ShutdownArgs:
+		t := time.Duration(a.Timeout) * time.Second
+		if t <= 0 {
+			t = 2 * time.Minute
+		}
+		return t + slack
+	case nodeapi.RebootArgs:
+		return time.Duration(a.Timeout)*time.Second + 2*slack
+	case nodeapi.OSCreateArgs, nodeapi.OSRenameArgs:
+		return 30*time.Minute + slack
+	case nodeapi.DelayArgs:
+		return time.Duration(a.Duration*float64(time.Second)) + slack
+	}
+	return rpc.DefaultTimeout
+}

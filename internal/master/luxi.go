@@ -1,0 +1,487 @@
+package master
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/corral/corral/internal/config"
+	"github.com/corral/corral/internal/ecode"
+)
+
+// luxiHandler dispatches LUXI methods (Ganeti's names and positional
+// arguments) to the queue, the configuration and the query layer.
+type luxiHandler struct{ d *Daemon }
+
+func arg[T any](args []json.RawMessage, i int, name string) (T, error) {
+	var v T
+	if i >= len(args) {
+		return v, ecode.Errorf(ecode.Inval, "missing argument %d (%s)", i+1, name)
+	}
+	if err := json.Unmarshal(args[i], &v); err != nil {
+		return v, ecode.Errorf(ecode.Inval, "argument %d (%s): %v", i+1, name, err)
+	}
+	return v, nil
+}
+
+func optArg[T any](args []json.RawMessage, i int, def T) (T, error) {
+	if i >= len(args) || string(args[i]) == "null" {
+		return def, nil
+	}
+	var v T
+	if err := json.Unmarshal(args[i], &v); err != nil {
+		return def, ecode.Errorf(ecode.Inval, "argument %d: %v", i+1, err)
+	}
+	return v, nil
+}
+
+// jobID accepts ints and the strings old clients send.
+func jobID(args []json.RawMessage, i int) (int64, error) {
+	v, err := arg[any](args, i, "job id")
+	if err != nil {
+		return 0, err
+	}
+	switch x := v.(type) {
+	case float64:
+		if x == math.Trunc(x) {
+			return int64(x), nil
+		}
+	case string:
+		var id int64
+		if _, err := fmt.Sscan(x, &id); err == nil {
+			return id, nil
+		}
+	}
+	return 0, ecode.Errorf(ecode.Inval, "invalid job id %v", v)
+}
+
+func (h *luxiHandler) Call(ctx context.Context, method string, args []json.RawMessage) (any, error) {
+	d := h.d
+	q := d.queue
+	switch method {
+	case "SubmitJob", "SubmitJobToDrainedQueue":
+		ops, err := arg[[]json.RawMessage](args, 0, "ops")
+		if err != nil {
+			return nil, err
+		}
+		if method == "SubmitJob" {
+			return q.Submit(ctx, ops)
+		}
+		return q.SubmitToDrained(ctx, ops)
+	case "SubmitManyJobs":
+		jobs, err := arg[[][]json.RawMessage](args, 0, "jobs")
+		if err != nil {
+			return nil, err
+		}
+		res, err := q.SubmitMany(ctx, jobs)
+		if err != nil {
+			return nil, err
+		}
+		out := make([][2]any, len(res))
+		for i, r := range res {
+			if r.OK {
+				out[i] = [2]any{true, r.JobID}
+			} else {
+				out[i] = [2]any{false, r.Err.Error()}
+			}
+		}
+		return out, nil
+	case "WaitForJobChange":
+		id, err := jobID(args, 0)
+		if err != nil {
+			return nil, err
+		}
+		fields, err := arg[[]string](args, 1, "fields")
+		if err != nil {
+			return nil, err
+		}
+		prev, err := optArg[[]any](args, 2, nil)
+		if err != nil {
+			return nil, err
+		}
+		prevSerial, err := optArg[int64](args, 3, -1)
+		if err != nil {
+			return nil, err
+		}
+		tmo, err := optArg[float64](args, 4, 60)
+		if err != nil {
+			return nil, err
+		}
+		tmo = min(max(tmo, 0), 89)
+		info, logs, changed, err := q.WaitForChange(ctx, id, fields, prev, prevSerial, time.Duration(tmo*float64(time.Second)))
+		if err != nil {
+			return nil, err
+		}
+		if !changed {
+			return "nochange", nil
+		}
+		if logs == nil {
+			logs = [][]any{}
+		}
+		redactJobRows(fields, [][]any{info})
+		return []any{info, logs}, nil
+	case "CancelJob":
+		id, err := jobID(args, 0)
+		if err != nil {
+			return nil, err
+		}
+		kill, err := optArg(args, 1, false)
+		if err != nil {
+			return nil, err
+		}
+		ok, msg, err := q.Cancel(ctx, id, kill)
+		if err != nil {
+			return nil, err
+		}
+		return []any{ok, msg}, nil
+	case "ChangeJobPriority":
+		id, err := jobID(args, 0)
+		if err != nil {
+			return nil, err
+		}
+		prio, err := arg[int](args, 1, "priority")
+		if err != nil {
+			return nil, err
+		}
+		ok, msg, err := q.ChangePriority(ctx, id, prio)
+		if err != nil {
+			return nil, err
+		}
+		return []any{ok, msg}, nil
+	case "ArchiveJob":
+		id, err := jobID(args, 0)
+		if err != nil {
+			return nil, err
+		}
+		return q.Archive(ctx, id)
+	case "AutoArchiveJobs":
+		age, err := arg[float64](args, 0, "age")
+		if err != nil {
+			return nil, err
+		}
+		tmo, err := optArg[float64](args, 1, 89)
+		if err != nil {
+			return nil, err
+		}
+		a := time.Duration(age * float64(time.Second))
+		if age < 0 {
+			a = -1
+		}
+		n, rem, err := q.AutoArchive(ctx, a, time.Duration(tmo*float64(time.Second)))
+		if err != nil {
+			return nil, err
+		}
+		return []any{n, rem}, nil
+	case "QueryJobs":
+		ids, err := optArg[[]any](args, 0, nil)
+		if err != nil {
+			return nil, err
+		}
+		fields, err := arg[[]string](args, 1, "fields")
+		if err != nil {
+			return nil, err
+		}
+		var idl []int64
+		for i, v := range ids {
+			raw, _ := json.Marshal(v)
+			id, err := jobID([]json.RawMessage{raw}, 0)
+			if err != nil {
+				return nil, fmt.Errorf("job id %d: %w", i, err)
+			}
+			idl = append(idl, id)
+		}
+		rows, err := q.Query(ctx, idl, fields)
+		if err != nil {
+			return nil, err
+		}
+		redactJobRows(fields, rows)
+		return rows, nil
+	case "Query":
+		what, err := arg[string](args, 0, "resource")
+		if err != nil {
+			return nil, err
+		}
+		fields, err := arg[[]string](args, 1, "fields")
+		if err != nil {
+			return nil, err
+		}
+		filter, err := optArg[any](args, 2, nil)
+		if err != nil {
+			return nil, err
+		}
+		return d.query(ctx, what, fields, filter)
+	case "QueryFields":
+		what, err := arg[string](args, 0, "resource")
+		if err != nil {
+			return nil, err
+		}
+		fields, err := optArg[[]string](args, 1, nil)
+		if err != nil {
+			return nil, err
+		}
+		return d.queryFields(what, fields)
+	case "QueryInstances", "QueryNodes", "QueryGroups":
+		names, err := optArg[[]string](args, 0, nil)
+		if err != nil {
+			return nil, err
+		}
+		fields, err := arg[[]string](args, 1, "fields")
+		if err != nil {
+			return nil, err
+		}
+		if lock, _ := optArg(args, 2, false); lock {
+			return nil, ecode.Errorf(ecode.Inval, "Locking queries are not supported")
+		}
+		what := map[string]string{"QueryInstances": "instance", "QueryNodes": "node", "QueryGroups": "group"}[method]
+		return d.classicQuery(ctx, what, names, fields)
+	case "QueryClusterInfo":
+		return d.clusterInfo(), nil
+	case "QueryConfigValues":
+		fields, err := arg[[]string](args, 0, "fields")
+		if err != nil {
+			return nil, err
+		}
+		return d.configValues(fields)
+	case "QueryTags":
+		kind, err := arg[string](args, 0, "kind")
+		if err != nil {
+			return nil, err
+		}
+		name, _ := optArg(args, 1, "")
+		return d.tags(kind, name)
+	case "SetDrainFlag":
+		flag, err := arg[bool](args, 0, "flag")
+		if err != nil {
+			return nil, err
+		}
+		return true, q.SetDrained(ctx, flag)
+	case "SetWatcherPause":
+		until, err := optArg[*float64](args, 0, nil)
+		if err != nil {
+			return nil, err
+		}
+		return d.setWatcherPause(ctx, until)
+	case "CreateJoinToken":
+		node, err := arg[string](args, 0, "node name")
+		if err != nil {
+			return nil, err
+		}
+		ttl, err := optArg[float64](args, 1, 3600)
+		if err != nil {
+			return nil, err
+		}
+		return d.createJoinToken(ctx, node, time.Duration(ttl*float64(time.Second)))
+	case "BackupStore":
+		return d.backupStore(ctx)
+	case "DebugLocks":
+		return d.locks.Info(), nil
+	case "QueryStats":
+		return q.Stats(), nil
+	}
+	return nil, ecode.New(ecode.LuxiError, ecode.Inval, fmt.Sprintf("Unknown LUXI method %q", method))
+}
+
+func (d *Daemon) setWatcherPause(ctx context.Context, until *float64) (any, error) {
+	c := d.cfg.Cluster()
+	if until == nil {
+		c.WatcherPauseUntil = 0
+	} else {
+		c.WatcherPauseUntil = *until
+	}
+	tx := d.cfg.Begin()
+	tx.PutCluster(c)
+	if err := d.cfg.Commit(ctx, tx); err != nil {
+		return nil, err
+	}
+	if until == nil {
+		return nil, nil
+	}
+	return *until, nil
+}
+
+func (d *Daemon) configValues(fields []string) ([]any, error) {
+	c := d.cfg.Cluster()
+	out := make([]any, len(fields))
+	for i, f := range fields {
+		switch f {
+		case "cluster_name":
+			out[i] = c.ClusterName
+		case "master_node":
+			if n, ok := d.cfg.Node(c.MasterNode); ok {
+				out[i] = n.Name
+			}
+		case "drain_flag":
+			out[i] = d.queue.Drained()
+		case "watcher_pause":
+			if c.WatcherPauseUntil > float64(time.Now().Unix()) {
+				out[i] = c.WatcherPauseUntil
+			}
+		case "modify_ssh_setup":
+			out[i] = false
+		case "ssh_key_type":
+			out[i] = "ecdsa"
+		case "ssh_key_bits":
+			out[i] = 256
+		default:
+			return nil, ecode.Errorf(ecode.Inval, "Unknown configuration value '%s'", f)
+		}
+	}
+	return out, nil
+}
+
+func (d *Daemon) tags(kind, name string) ([]string, error) {
+	var t []string
+	switch kind {
+	case "cluster":
+		t = d.cfg.Cluster().Tags
+	case "instance":
+		i, err := d.cfg.MustInstance(name)
+		if err != nil {
+			return nil, err
+		}
+		t = i.Tags
+	case "node":
+		n, err := d.cfg.MustNode(name)
+		if err != nil {
+			return nil, err
+		}
+		t = n.Tags
+	case "nodegroup":
+		g, ok := d.cfg.Group(name)
+		if !ok {
+			return nil, ecode.Errorf(ecode.NoEnt, "Node group '%s' not known", name)
+		}
+		t = g.Tags
+	default:
+		return nil, ecode.Errorf(ecode.Inval, "Unknown tag kind '%s'", kind)
+	}
+	if t == nil {
+		t = []string{}
+	}
+	return t, nil
+}
+
+func (d *Daemon) clusterInfo() map[string]any {
+	c := d.cfg.Cluster()
+	master := ""
+	if n, ok := d.cfg.Node(c.MasterNode); ok {
+		master = n.Name
+	}
+	osp := map[string]any{}
+	for k, v := range c.OSParams {
+		osp[k] = v
+	}
+	hvp := map[string]any{}
+	for k, v := range c.HVParams {
+		hvp[k] = v
+	}
+	tags := c.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	return map[string]any{
+		"software_version": Version, "protocol_version": ProtocolVersion, "config_version": config.ConfigVersion,
+		"os_api_version": 20, "export_version": 0, "vcs_version": "corral " + Version, "architecture": []string{"64bit", "x86_64"},
+		"name": c.ClusterName, "master": master, "default_hypervisor": c.DefaultHypervisor(),
+		"enabled_hypervisors": c.EnabledHypervisors, "hvparams": hvp, "os_hvp": map[string]any{},
+		"beparams": map[string]any{"default": c.BEParams}, "osparams": osp, "ipolicy": map[string]any{},
+		"nicparams": map[string]any{"default": c.NICParams}, "ndparams": c.NDParams, "diskparams": map[string]any{},
+		"candidate_pool_size": c.CandidatePoolSize, "max_running_jobs": c.MaxRunningJobs, "max_tracked_jobs": c.MaxTrackedJobs,
+		"job_queue_size": c.JobQueueSize, "mac_prefix": c.MACPrefix, "master_netdev": "", "master_netmask": 32,
+		"use_external_mip_script": false, "volume_group_name": nil, "drbd_usermode_helper": nil,
+		"file_storage_dir": c.FileStorageDir, "shared_file_storage_dir": "", "gluster_storage_dir": "",
+		"maintain_node_health": false, "ctime": c.CTime, "mtime": c.MTime, "uuid": c.UUID, "tags": tags,
+		"uid_pool": []any{}, "default_iallocator": c.DefaultIAllocator, "default_iallocator_params": map[string]any{},
+		"reserved_lvs": []any{}, "primary_ip_version": 4, "prealloc_wipe_disks": false,
+		"hidden_os": nonNil(c.HiddenOS), "blacklisted_os": nonNil(c.BlacklistedOS),
+		"enabled_disk_templates": c.EnabledDiskTemplates, "install_image": "", "instance_communication_network": "",
+		"zeroing_image": "", "compression_tools": []string{"gzip", "gzip-fast", "gzip-slow"},
+		"enabled_user_shutdown": false, "enabled_data_collectors": map[string]any{}, "data_collector_interval": map[string]any{},
+		"modify_ssh_setup": false, "ssh_key_type": "ecdsa", "ssh_key_bits": 256, "serial_no": c.Serial,
+		"epoch": c.Epoch, "rpc_port": c.RPCPort, "vg_name": nil, "drbd_helper": nil,
+	}
+}
+
+func nonNil(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
+}
+
+// backupStore writes a consistent copy of the live store into the master's
+// state directory and returns its path; the (root) caller copies it where
+// the operator asked and removes it.
+func (d *Daemon) backupStore(ctx context.Context) (string, error) {
+	dir := filepath.Join(d.opts.StateDir, "backups")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, fmt.Sprintf("config-%s.db", time.Now().UTC().Format("20060102T150405.000000")))
+	if err := d.st.Backup(ctx, path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// secretParams are opcode parameters whose values never leave corrald in
+// answers: Ganeti's osparams_secret.
+var secretParams = []string{"osparams_secret"}
+
+// redactJobRows hides secret opcode parameters in the "ops" field of job
+// query answers. The job record keeps them, since the op needs them when it
+// runs (or resumes).
+func redactJobRows(fields []string, rows [][]any) {
+	for fi, f := range fields {
+		if f != "ops" {
+			continue
+		}
+		for _, r := range rows {
+			if r == nil || fi >= len(r) {
+				continue
+			}
+			r[fi] = redactOps(r[fi])
+		}
+	}
+}
+
+func redactOps(v any) any {
+	var ops []any
+	switch x := v.(type) {
+	case []any:
+		ops = x
+	case json.RawMessage:
+		if json.Unmarshal(x, &ops) != nil {
+			return v
+		}
+	default:
+		b, err := json.Marshal(v)
+		if err != nil || json.Unmarshal(b, &ops) != nil {
+			return v
+		}
+	}
+	for i, o := range ops {
+		m, ok := o.(map[string]any)
+		if !ok {
+			if raw, isRaw := o.(json.RawMessage); isRaw && json.Unmarshal(raw, &m) == nil {
+				ops[i] = m
+			} else {
+				continue
+			}
+		}
+		for _, k := range secretParams {
+			if sp, ok := m[k].(map[string]any); ok {
+				red := make(map[string]any, len(sp))
+				for name := range sp {
+					red[name] = "<redacted>"
+				}
+				m[k] = red
+			}
+		}
+	}
+	return ops
+}

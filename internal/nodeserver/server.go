@@ -1,0 +1,250 @@
+// Package nodeserver is corral-node, the node daemon: an HTTPS server with
+// mutual TLS that accepts calls only from master-candidate certificates of
+// the current epoch, and carries them out with the hypervisor, storage and
+// OS-definition packages. It is the only Corral daemon that runs as root.
+package nodeserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/hypervisor"
+	"github.com/corral/corral/internal/hypervisor/fake"
+	"github.com/corral/corral/internal/hypervisor/kvm"
+	"github.com/corral/corral/internal/nodeapi"
+	"github.com/corral/corral/internal/osapi"
+	"github.com/corral/corral/internal/pki"
+	"github.com/corral/corral/internal/rpc"
+	"github.com/corral/corral/internal/storage"
+)
+
+// Version must equal the master's.
+const Version = "0.1.0"
+
+// Files in the node's state directory.
+const (
+	FileCert = "node.pem"
+	FileKey  = "node.key"
+	FileCA   = "ca.pem"
+)
+
+// Options configure corral-node.
+type Options struct {
+	StateDir       string
+	RunDir         string
+	Listen         string // ip:port
+	OSSearchPath   []string
+	FileStorageDir string // default <StateDir>/storage/file
+	QemuUser       string // default corral-qemu
+	Hypervisors    []string
+	FakeCapacity   hypervisor.NodeResources
+	Logger         *slog.Logger
+}
+
+// Server is a running node daemon.
+type Server struct {
+	opts     Options
+	log      *slog.Logger
+	name     string
+	certEnd  time.Time
+	hvs      map[string]hypervisor.Hypervisor
+	storage  map[string]storage.Backend
+	osRunner *osapi.Runner
+	rpc      *rpc.Server
+	qemuUID  int
+	qemuGID  int
+}
+
+// New prepares the daemon: it loads its certificate (the node must have
+// joined) and its hypervisors.
+func New(opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.FileStorageDir == "" {
+		opts.FileStorageDir = filepath.Join(opts.StateDir, "storage", "file")
+	}
+	if opts.QemuUser == "" {
+		opts.QemuUser = "corral-qemu"
+	}
+	if len(opts.OSSearchPath) == 0 {
+		opts.OSSearchPath = osapi.DefaultSearchPath()
+	}
+	if len(opts.Hypervisors) == 0 {
+		opts.Hypervisors = []string{hypervisor.KVM, hypervisor.Fake}
+	}
+	s := &Server{opts: opts, log: opts.Logger, hvs: map[string]hypervisor.Hypervisor{}, qemuUID: -1, qemuGID: -1}
+	certPEM, err := os.ReadFile(filepath.Join(opts.StateDir, FileCert))
+	if err != nil {
+		return nil, fmt.Errorf("node certificate missing in %s (join the cluster first: corral-node join TOKEN): %w", opts.StateDir, err)
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(opts.StateDir, FileKey))
+	if err != nil {
+		return nil, err
+	}
+	caPEM, err := os.ReadFile(filepath.Join(opts.StateDir, FileCA))
+	if err != nil {
+		return nil, err
+	}
+	certs, err := pki.ParseCertificatesPEM(certPEM)
+	if err != nil || len(certs) == 0 {
+		return nil, fmt.Errorf("bad node certificate: %v", err)
+	}
+	s.name, s.certEnd = certs[0].Subject.CommonName, certs[0].NotAfter
+	if u, err := user.Lookup(opts.QemuUser); err == nil {
+		s.qemuUID, _ = strconv.Atoi(u.Uid)
+		s.qemuGID, _ = strconv.Atoi(u.Gid)
+	}
+	for _, name := range opts.Hypervisors {
+		switch name {
+		case hypervisor.Fake:
+			h, err := fake.New(filepath.Join(opts.StateDir, "fake"), opts.FakeCapacity)
+			if err != nil {
+				return nil, err
+			}
+			s.hvs[name] = h
+		case hypervisor.KVM:
+			runAs := opts.QemuUser
+			if os.Geteuid() != 0 {
+				runAs = ""
+			}
+			h, err := kvm.New(kvm.Options{RunDir: filepath.Join(opts.RunDir, "kvm"), StateDir: filepath.Join(opts.StateDir, "kvm"),
+				RunAsUser: runAs, Logger: opts.Logger})
+			if err != nil {
+				return nil, err
+			}
+			s.hvs[name] = h
+		default:
+			return nil, fmt.Errorf("unknown hypervisor %q", name)
+		}
+	}
+	s.storage = map[string]storage.Backend{
+		storage.TemplateDiskless: storage.NewDiskless(),
+		storage.TemplateFile:     storage.NewFile(opts.FileStorageDir),
+	}
+	s.osRunner = &osapi.Runner{LogDir: filepath.Join(opts.StateDir, "os-logs"), Logger: opts.Logger, Timeout: 30 * time.Minute}
+	s.rpc, err = rpc.NewServer(rpc.ServerOptions{CertPEM: certPEM, KeyPEM: keyPEM, CAPEM: caPEM,
+		StateDir: filepath.Join(opts.StateDir, "rpc"), Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	s.routes()
+	return s, nil
+}
+
+// Name is the node's name from its certificate.
+func (s *Server) Name() string { return s.name }
+
+// Run serves until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.opts.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", s.opts.Listen, err)
+	}
+	s.log.Info("corral-node serving", "node", s.name, "listen", ln.Addr().String(), "pid", os.Getpid())
+	err = s.rpc.Serve(ctx, ln)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func handle[A any](s *Server, method string, f func(ctx context.Context, a A) (any, error)) {
+	s.rpc.Handle(method, func(ctx context.Context, raw json.RawMessage) (any, error) {
+		var a A
+		if len(raw) > 0 {
+			if err := json.Unmarshal(raw, &a); err != nil {
+				return nil, ecode.Errorf(ecode.Inval, "%s: bad arguments: %v", method, err)
+			}
+		}
+		return f(ctx, a)
+	})
+}
+
+func (s *Server) routes() {
+	handle(s, nodeapi.Version, func(ctx context.Context, _ struct{}) (any, error) {
+		return nodeapi.VersionReply{Version: Version, Protocol: 1, Time: now()}, nil
+	})
+	handle(s, nodeapi.NodeInfo, s.nodeInfo)
+	handle(s, nodeapi.InstanceStart, s.instanceStart)
+	handle(s, nodeapi.InstanceShutdown, s.instanceShutdown)
+	handle(s, nodeapi.InstanceReboot, s.instanceReboot)
+	handle(s, nodeapi.InstanceList, s.instanceList)
+	handle(s, nodeapi.DiskCreate, s.diskCreate)
+	handle(s, nodeapi.DiskRemove, s.diskRemove)
+	handle(s, nodeapi.DiskList, s.diskList)
+	handle(s, nodeapi.OSCreate, s.osCreate)
+	handle(s, nodeapi.OSRename, s.osRename)
+	handle(s, nodeapi.OSDiagnose, s.osDiagnose)
+	handle(s, nodeapi.TestDelay, func(ctx context.Context, a nodeapi.DelayArgs) (any, error) {
+		t := time.NewTimer(time.Duration(a.Duration * float64(time.Second)))
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})
+	s.rpc.HandleStream(nodeapi.Console, s.console)
+}
+
+func now() float64 { return float64(time.Now().UnixMicro()) / 1e6 }
+
+func (s *Server) hv(name string) (hypervisor.Hypervisor, error) {
+	if name == "" {
+		for _, n := range s.opts.Hypervisors {
+			return s.hvs[n], nil
+		}
+	}
+	h, ok := s.hvs[name]
+	if !ok {
+		return nil, ecode.Errorf(ecode.Environ, "hypervisor %q is not enabled on node %s", name, s.name)
+	}
+	return h, nil
+}
+
+func (s *Server) backend(template string) (storage.Backend, error) {
+	b, ok := s.storage[template]
+	if !ok {
+		return nil, ecode.Errorf(ecode.Inval, "disk template %q is not supported on node %s", template, s.name)
+	}
+	return b, nil
+}
+
+func (s *Server) nodeInfo(ctx context.Context, a nodeapi.NodeInfoArgs) (any, error) {
+	h, err := s.hv(a.Hypervisor)
+	if err != nil {
+		return nil, err
+	}
+	res, err := h.NodeInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	total, free, err := s.storage[storage.TemplateFile].Free(ctx)
+	if err != nil {
+		return nil, err
+	}
+	count := 0
+	for _, h := range s.hvs {
+		if l, err := h.List(ctx); err == nil {
+			count += len(l)
+		}
+	}
+	return nodeapi.NodeInfoReply{
+		Name: s.name, Version: Version, Time: now(),
+		MemoryTotalMiB: res.MemoryTotalMiB, MemoryFreeMiB: res.MemoryFreeMiB, MemoryNodeMiB: res.MemoryNodeMiB,
+		CPUs: res.CPUs, DiskTotalMiB: total, DiskFreeMiB: free, Hypervisors: s.opts.Hypervisors,
+		Instances: count, CertNotAfter: float64(s.certEnd.Unix()),
+	}, nil
+}
