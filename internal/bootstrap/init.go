@@ -1,0 +1,243 @@
+package bootstrap
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/corral/corral/internal/confdb"
+	"github.com/corral/corral/internal/config"
+	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/hypervisor"
+	"github.com/corral/corral/internal/master"
+	"github.com/corral/corral/internal/nodeserver"
+	"github.com/corral/corral/internal/pki"
+	"github.com/corral/corral/internal/store/boltstore"
+)
+
+// InitOptions describe a new cluster.
+type InitOptions struct {
+	Name                 string
+	Layout               Layout
+	MasterName           string // node name of this machine (default: hostname)
+	MasterIP             string // address node daemons listen on (default 127.0.0.1)
+	RPCPort              int    // node daemons' port (default 1811)
+	JoinPort             int    // corrald's join listener (default 1812)
+	EnabledHypervisors   []string
+	HVParams             map[string]config.Params // overrides of the defaults
+	EnabledDiskTemplates []string
+	MACPrefix            string
+	// NodeDirName names this machine's node daemon directories under the
+	// state and run directories (default "node"; dev clusters use node1).
+	NodeDirName string
+	// Users: when false (tests as non-root) files keep the caller's owner.
+	SetOwners bool
+}
+
+// Init creates the cluster. It refuses to overwrite an existing one.
+func Init(ctx context.Context, o InitOptions) error {
+	if err := fill(&o); err != nil {
+		return err
+	}
+	l := o.Layout
+	if _, err := os.Stat(filepath.Join(l.MasterDir(), master.FileStore)); err == nil {
+		return ecode.Errorf(ecode.Exists, "a cluster is already initialised in %s (destroy it first)", l.StateDir)
+	}
+	var masterAcct Account
+	adminGID := -1
+	if o.SetOwners {
+		if err := EnsureUsers(); err != nil {
+			return err
+		}
+		var err error
+		if masterAcct, err = Lookup(MasterUser); err != nil {
+			return err
+		}
+		if adminGID, err = GroupID(AdminGroup); err != nil {
+			return err
+		}
+	}
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{
+		{l.StateDir, 0o755}, {l.MasterDir(), 0o700}, {l.NodeDir(o.NodeDirName), 0o700},
+		{l.RunDir, 0o755}, {l.MasterRunDir(), 0o750}, {l.NodeRunDir(o.NodeDirName), 0o755},
+	} {
+		if err := os.MkdirAll(d.path, d.mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(d.path, d.mode); err != nil {
+			return err
+		}
+	}
+	if o.SetOwners {
+		if err := os.Chown(l.MasterRunDir(), masterAcct.UID, adminGID); err != nil {
+			return err
+		}
+	}
+	ca, err := pki.NewCA(o.Name, 10*365*24*time.Hour)
+	if err != nil {
+		return err
+	}
+	md := l.MasterDir()
+	if err := ca.Save(filepath.Join(md, master.FileCA), filepath.Join(md, master.FileCAKey)); err != nil {
+		return err
+	}
+	ip := net.ParseIP(o.MasterIP)
+	if err := issue(ca, pki.RoleMaster, o.MasterName, ip, filepath.Join(md, master.FileMasterCert), filepath.Join(md, master.FileMasterKey)); err != nil {
+		return err
+	}
+	if err := pki.WriteSecretFile(filepath.Join(md, master.FileDomainSecret), pki.NewDomainSecret()); err != nil {
+		return err
+	}
+	nd := l.NodeDir(o.NodeDirName)
+	if err := IssueNodeCert(ca, o.MasterName, ip, nd); err != nil {
+		return err
+	}
+	if err := writeConfig(ctx, o, filepath.Join(md, master.FileStore)); err != nil {
+		return err
+	}
+	if o.SetOwners {
+		if err := chownTree(md, masterAcct.UID, masterAcct.GID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// IssueNodeCert writes a node daemon's key, certificate and the CA into dir.
+func IssueNodeCert(ca *pki.CA, name string, ip net.IP, dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := issue(ca, pki.RoleNode, name, ip, filepath.Join(dir, nodeserver.FileCert), filepath.Join(dir, nodeserver.FileKey)); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, nodeserver.FileCA), ca.CertPEM(), 0o644)
+}
+
+func issue(ca *pki.CA, role pki.Role, name string, ip net.IP, certPath, keyPath string) error {
+	keyPEM, key, err := pki.NewKeyPair()
+	if err != nil {
+		return err
+	}
+	req := pki.IssueRequest{CommonName: name, Role: role, DNSNames: []string{name}, PublicKey: key.Public(), ValidFor: 5 * 365 * 24 * time.Hour}
+	if ip != nil {
+		req.IPs = []net.IP{ip}
+	}
+	certPEM, err := ca.Issue(req)
+	if err != nil {
+		return err
+	}
+	return pki.WriteKeyPair(certPath, keyPath, certPEM, keyPEM)
+}
+
+func fill(o *InitOptions) error {
+	if o.Name == "" {
+		return ecode.Errorf(ecode.Inval, "a cluster name is required")
+	}
+	if o.MasterName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return err
+		}
+		o.MasterName = h
+	}
+	if o.MasterIP == "" {
+		o.MasterIP = "127.0.0.1"
+	}
+	if net.ParseIP(o.MasterIP) == nil {
+		return ecode.Errorf(ecode.Inval, "invalid master IP %q", o.MasterIP)
+	}
+	if o.RPCPort == 0 {
+		o.RPCPort = config.DefaultRPCPort
+	}
+	if o.JoinPort == 0 {
+		o.JoinPort = config.DefaultRPCPort + 1
+	}
+	if len(o.EnabledHypervisors) == 0 {
+		o.EnabledHypervisors = []string{hypervisor.KVM, hypervisor.Fake}
+	}
+	for _, h := range o.EnabledHypervisors {
+		if hypervisor.DefaultParams(h) == nil {
+			return ecode.Errorf(ecode.Inval, "unknown hypervisor %q (known: kvm, fake)", h)
+		}
+	}
+	if len(o.EnabledDiskTemplates) == 0 {
+		o.EnabledDiskTemplates = []string{config.DTFile, config.DTDiskless}
+	}
+	if o.MACPrefix == "" {
+		o.MACPrefix = config.DefaultMACPrefix
+	}
+	return nil
+}
+
+// typed turns the hypervisor's textual defaults into JSON types where Ganeti
+// sends booleans.
+func typed(m map[string]string) config.Params {
+	out := config.Params{}
+	for k, v := range m {
+		switch v {
+		case "true":
+			out[k] = true
+		case "false":
+			out[k] = false
+		default:
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func writeConfig(ctx context.Context, o InitOptions, path string) error {
+	st, err := boltstore.Open(path, boltstore.Options{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	hvp := map[string]config.Params{}
+	for _, h := range []string{hypervisor.KVM, hypervisor.Fake} {
+		hvp[h] = config.Fill(typed(hypervisor.DefaultParams(h)), o.HVParams[h])
+	}
+	c := &config.Cluster{
+		Meta:                 config.Meta{Name: o.Name},
+		ClusterName:          o.Name,
+		JoinAddress:          net.JoinHostPort(o.MasterIP, strconv.Itoa(o.JoinPort)),
+		RPCPort:              o.RPCPort,
+		EnabledHypervisors:   o.EnabledHypervisors,
+		HVParams:             hvp,
+		BEParams:             config.DefaultBEParams(),
+		NICParams:            config.DefaultNICParams(),
+		NDParams:             config.Params{},
+		OSParams:             map[string]config.Params{},
+		EnabledDiskTemplates: o.EnabledDiskTemplates,
+		MACPrefix:            o.MACPrefix,
+		CandidatePoolSize:    config.DefaultCandidatePoolSize,
+		MaxRunningJobs:       config.DefaultMaxRunningJobs,
+		MaxTrackedJobs:       config.DefaultMaxTrackedJobs,
+		JobQueueSize:         config.DefaultJobQueueSize,
+		HiddenOS:             []string{},
+		BlacklistedOS:        []string{},
+		ConfigVersion:        config.ConfigVersion,
+	}
+	g := &config.NodeGroup{Meta: config.Meta{Name: "default"}, AllocPolicy: "preferred", NDParams: config.Params{}}
+	m := &config.Node{Meta: config.Meta{Name: o.MasterName}, PrimaryIP: o.MasterIP, SecondaryIP: o.MasterIP,
+		MasterCandidate: true, MasterCapable: true, VMCapable: true, NDParams: config.Params{}}
+	if _, err := confdb.Bootstrap(ctx, st, c, g, m); err != nil {
+		return err
+	}
+	return nil
+}
+
+func chownTree(dir string, uid, gid int) error {
+	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
+}

@@ -1,0 +1,395 @@
+// Package devcluster brings up and tears down a complete local cluster on
+// one machine: the master's node daemon and corrald, plus N more node
+// daemons on 127.0.0.x addresses, each with its own state and run
+// directories. Several dev clusters can run side by side: each picks free
+// loopback addresses and ports. It runs every daemon under its real user.
+package devcluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/corral/corral/internal/bootstrap"
+	"github.com/corral/corral/internal/config"
+	"github.com/corral/corral/internal/luxi"
+)
+
+// Options for Up.
+type Options struct {
+	StateDir string
+	Nodes    int    // extra node daemons besides the master's
+	Name     string // cluster name
+	BinDir   string // where corrald and corral-node are (default: next to this executable)
+	OSDir    string // OS definitions (default: <BinDir>/../os)
+	ImageDir string // guest kernel+initrd for kvm (built by scripts/build-guest-image.sh); "" = none
+	// Hypervisors to enable; default kvm,fake when qemu is installed, else fake.
+	Hypervisors  []string
+	FakeMemMiB   int64
+	WatcherEvery time.Duration
+	Log          func(format string, args ...any)
+}
+
+// Proc is a daemon the dev cluster started.
+type Proc struct {
+	Name string   `json:"name"`
+	PID  int      `json:"pid"`
+	Args []string `json:"args"`
+	Log  string   `json:"log"`
+}
+
+// State is written to <state-dir>/dev.json so down and tests can find
+// everything.
+type State struct {
+	StateDir string   `json:"state_dir"`
+	RunDir   string   `json:"run_dir"`
+	Socket   string   `json:"socket"`
+	Master   string   `json:"master"`
+	Nodes    []string `json:"nodes"`
+	IPs      []string `json:"ips"`
+	RPCPort  int      `json:"rpc_port"`
+	Procs    []Proc   `json:"procs"`
+}
+
+// RunDirFor derives a short run directory from the state directory, so unix
+// socket paths stay far below 108 bytes however deep the state lives.
+func RunDirFor(stateDir string) string {
+	abs, _ := filepath.Abs(stateDir)
+	h := sha256.Sum256([]byte(abs))
+	return "/run/crl-" + hex.EncodeToString(h[:4])
+}
+
+func (o *Options) fill() error {
+	if o.StateDir == "" {
+		o.StateDir = "/var/lib/corral-dev"
+	}
+	abs, err := filepath.Abs(o.StateDir)
+	if err != nil {
+		return err
+	}
+	o.StateDir = abs
+	if o.Name == "" {
+		o.Name = "dev.corral"
+	}
+	if o.BinDir == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		o.BinDir = filepath.Dir(exe)
+	}
+	if o.OSDir == "" {
+		o.OSDir = filepath.Join(o.BinDir, "..", "os")
+	}
+	if o.FakeMemMiB == 0 {
+		o.FakeMemMiB = 32768
+	}
+	if len(o.Hypervisors) == 0 {
+		o.Hypervisors = []string{"fake"}
+		if _, err := exec.LookPath("qemu-system-x86_64"); err == nil {
+			o.Hypervisors = []string{"kvm", "fake"}
+		}
+	}
+	if o.Log == nil {
+		o.Log = func(string, ...any) {}
+	}
+	return nil
+}
+
+// pickAddresses finds n consecutive loopback addresses 127.0.0.x on which
+// port is free, and a free port for the join listener.
+func pickAddresses(n int) (ips []string, rpcPort, joinPort int, err error) {
+	for attempt := 0; attempt < 50; attempt++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		rpcPort = ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		base := 2 + (rpcPort*7+attempt*31)%(250-n)
+		ips = ips[:0]
+		ok := true
+		var held []net.Listener
+		for i := 0; i < n; i++ {
+			ip := fmt.Sprintf("127.0.0.%d", base+i)
+			l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(rpcPort)))
+			if err != nil {
+				ok = false
+				break
+			}
+			held = append(held, l)
+			ips = append(ips, ip)
+		}
+		var jl net.Listener
+		if ok {
+			jl, err = net.Listen("tcp", net.JoinHostPort(ips[0], "0"))
+			if err != nil {
+				ok = false
+			} else {
+				joinPort = jl.Addr().(*net.TCPAddr).Port
+				held = append(held, jl)
+			}
+		}
+		for _, l := range held {
+			l.Close()
+		}
+		if ok {
+			return ips, rpcPort, joinPort, nil
+		}
+	}
+	return nil, 0, 0, errors.New("no free loopback addresses and port found")
+}
+
+// Up initialises and starts a dev cluster.
+func Up(ctx context.Context, o Options) (*State, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("corral dev up needs root: it creates users and starts corral-node as root and corrald as corral-master")
+	}
+	if err := o.fill(); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(o.StateDir, "dev.json")); err == nil {
+		return nil, fmt.Errorf("a dev cluster already exists in %s: run 'corral dev down --state-dir %s' first (add --purge to remove its state)", o.StateDir, o.StateDir)
+	}
+	for _, b := range []string{"corrald", "corral-node"} {
+		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
+			return nil, fmt.Errorf("%s not found in %s (run 'make build')", b, o.BinDir)
+		}
+	}
+	ips, rpcPort, joinPort, err := pickAddresses(o.Nodes + 1)
+	if err != nil {
+		return nil, err
+	}
+	runDir := RunDirFor(o.StateDir)
+	l := bootstrap.Layout{StateDir: o.StateDir, RunDir: runDir}
+	st := &State{StateDir: o.StateDir, RunDir: runDir, Socket: l.Socket(), Master: "node1", IPs: ips, RPCPort: rpcPort}
+	hvp := map[string]config.Params{}
+	if o.ImageDir != "" {
+		hvp["kvm"] = config.Params{
+			"kernel_path": filepath.Join(o.ImageDir, "vmlinuz"), "initrd_path": filepath.Join(o.ImageDir, "initrd.img"),
+			"kernel_args": "root=/dev/vda ro panic=-1", "serial_console": true, "kvm_flag": "disabled",
+		}
+	}
+	o.Log("Initialising cluster %s in %s (master node1 at %s)", o.Name, o.StateDir, ips[0])
+	if err := bootstrap.Init(ctx, bootstrap.InitOptions{
+		Name: o.Name, Layout: l, MasterName: "node1", MasterIP: ips[0], RPCPort: rpcPort, JoinPort: joinPort,
+		EnabledHypervisors: o.Hypervisors, HVParams: hvp, SetOwners: true, NodeDirName: "node1",
+	}); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(o.StateDir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	save := func() error {
+		b, _ := json.MarshalIndent(st, "", "  ")
+		return os.WriteFile(filepath.Join(o.StateDir, "dev.json"), b, 0o644)
+	}
+	startNode := func(name, ip string) error {
+		args := []string{"--state-dir", l.NodeDir(nodeDirName(name)), "--run-dir", l.NodeRunDir(nodeRunName(name)),
+			"--listen", net.JoinHostPort(ip, strconv.Itoa(rpcPort)), "--os-path", o.OSDir,
+			"--hypervisors", joinComma(o.Hypervisors), "--fake-memory", strconv.FormatInt(o.FakeMemMiB, 10)}
+		p, err := start(filepath.Join(o.BinDir, "corral-node"), args, filepath.Join(o.StateDir, "logs", name+".log"), nil)
+		if err != nil {
+			return err
+		}
+		p.Name = "corral-node " + name
+		st.Procs = append(st.Procs, p)
+		return save()
+	}
+	if err := startNode("node1", ips[0]); err != nil {
+		return st, err
+	}
+	acct, err := bootstrap.Lookup(bootstrap.MasterUser)
+	if err != nil {
+		return st, err
+	}
+	adminGID, err := bootstrap.GroupID(bootstrap.AdminGroup)
+	if err != nil {
+		return st, err
+	}
+	watch := o.WatcherEvery
+	if watch == 0 {
+		watch = time.Minute
+	}
+	cred := &syscall.Credential{Uid: uint32(acct.UID), Gid: uint32(acct.GID), Groups: []uint32{uint32(adminGID)}}
+	p, err := start(filepath.Join(o.BinDir, "corrald"), []string{"--state-dir", o.StateDir, "--run-dir", runDir,
+		"--watcher-interval", watch.String()}, filepath.Join(o.StateDir, "logs", "corrald.log"), cred)
+	if err != nil {
+		return st, err
+	}
+	p.Name = "corrald"
+	st.Procs = append(st.Procs, p)
+	if err := save(); err != nil {
+		return st, err
+	}
+	c, err := waitLUXI(ctx, l.Socket(), 30*time.Second)
+	if err != nil {
+		return st, fmt.Errorf("corrald did not come up (see %s): %w", filepath.Join(o.StateDir, "logs", "corrald.log"), err)
+	}
+	defer c.Close()
+	for i := 1; i <= o.Nodes; i++ {
+		name := fmt.Sprintf("node%d", i+1)
+		ip := ips[i]
+		o.Log("Joining %s at %s", name, ip)
+		var token string
+		if err := c.Call(ctx, "CreateJoinToken", []any{name, 600}, &token); err != nil {
+			return st, fmt.Errorf("join token for %s: %w", name, err)
+		}
+		out, err := exec.CommandContext(ctx, filepath.Join(o.BinDir, "corral-node"), "join", "--state-dir", l.NodeDir(nodeDirName(name)), token).CombinedOutput()
+		if err != nil {
+			return st, fmt.Errorf("joining %s: %v: %s", name, err, out)
+		}
+		if err := startNode(name, ip); err != nil {
+			return st, err
+		}
+		if err := addNode(ctx, c, name, ip); err != nil {
+			return st, err
+		}
+		st.Nodes = append(st.Nodes, name)
+		if err := save(); err != nil {
+			return st, err
+		}
+	}
+	st.Nodes = append([]string{"node1"}, st.Nodes...)
+	if err := save(); err != nil {
+		return st, err
+	}
+	return st, writeEnv(st)
+}
+
+func nodeDirName(name string) string { return name }
+func nodeRunName(name string) string { return name }
+
+func joinComma(l []string) string {
+	s := ""
+	for i, e := range l {
+		if i > 0 {
+			s += ","
+		}
+		s += e
+	}
+	return s
+}
+
+// start launches a daemon detached from our session, logging to a file.
+func start(bin string, args []string, logPath string, cred *syscall.Credential) (Proc, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return Proc{}, err
+	}
+	defer f.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: cred}
+	if err := cmd.Start(); err != nil {
+		return Proc{}, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	go cmd.Wait() // reap it if it dies while we are still running
+	return Proc{PID: cmd.Process.Pid, Args: append([]string{bin}, args...), Log: logPath}, nil
+}
+
+func waitLUXI(ctx context.Context, sock string, limit time.Duration) (*luxi.Client, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		c, err := luxi.Dial(ctx, sock)
+		if err == nil {
+			var v []any
+			if err = c.Call(ctx, "QueryConfigValues", []any{[]string{"cluster_name"}}, &v); err == nil {
+				return c, nil
+			}
+			c.Close()
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func addNode(ctx context.Context, c *luxi.Client, name, ip string) error {
+	op := map[string]any{"OP_ID": "OP_NODE_ADD", "node_name": name, "primary_ip": ip}
+	var id int64
+	// The node daemon may need a moment to listen: retry the add a few times.
+	for try := 0; ; try++ {
+		var err error
+		id, err = c.SubmitJob(ctx, []any{op})
+		if err != nil {
+			return err
+		}
+		status, res, err := luxi.WaitForJob(ctx, c, id, nil)
+		if err != nil && status == "" {
+			return err
+		}
+		if status == "success" {
+			return nil
+		}
+		if try >= 40 {
+			return fmt.Errorf("adding node %s failed (job %d): %v", name, id, err)
+		}
+		_ = res
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func writeEnv(st *State) error {
+	env := fmt.Sprintf("export CORRAL_STATE_DIR=%s\nexport CORRAL_RUN_DIR=%s\nexport CORRAL_SOCKET=%s\n", st.StateDir, st.RunDir, st.Socket)
+	return os.WriteFile(filepath.Join(st.StateDir, "env"), []byte(env), 0o644)
+}
+
+// Load reads a dev cluster's state.
+func Load(stateDir string) (*State, error) {
+	b, err := os.ReadFile(filepath.Join(stateDir, "dev.json"))
+	if err != nil {
+		return nil, fmt.Errorf("no dev cluster in %s: %w", stateDir, err)
+	}
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// Restart starts a stopped daemon of the dev cluster again with its original
+// arguments and user, and records its new pid.
+func Restart(st *State, name string) (Proc, error) {
+	for i, p := range st.Procs {
+		if p.Name != name {
+			continue
+		}
+		var cred *syscall.Credential
+		if name == "corrald" {
+			acct, err := bootstrap.Lookup(bootstrap.MasterUser)
+			if err != nil {
+				return Proc{}, err
+			}
+			gid, err := bootstrap.GroupID(bootstrap.AdminGroup)
+			if err != nil {
+				return Proc{}, err
+			}
+			cred = &syscall.Credential{Uid: uint32(acct.UID), Gid: uint32(acct.GID), Groups: []uint32{uint32(gid)}}
+		}
+		np, err := start(p.Args[0], p.Args[1:], p.Log, cred)
+		if err != nil {
+			return Proc{}, err
+		}
+		np.Name = p.Name
+		st.Procs[i] = np
+		b, _ := json.MarshalIndent(st, "", "  ")
+		return np, os.WriteFile(filepath.Join(st.StateDir, "dev.json"), b, 0o644)
+	}
+	return Proc{}, fmt.Errorf("no daemon %q in this dev cluster", name)
+}

@@ -1,0 +1,112 @@
+package devcluster
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/corral/corral/internal/hypervisor/kvm"
+	"github.com/corral/corral/internal/netdev"
+)
+
+// Down stops the daemons and qemu processes of a dev cluster. With purge it
+// also removes the state directory.
+func Down(ctx context.Context, stateDir string, purge bool, logf func(string, ...any)) error {
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return err
+	}
+	st, err := Load(abs)
+	if err != nil {
+		return err
+	}
+	// corrald first, so it does not act on nodes that are going away.
+	procs := st.Procs
+	for i := len(procs) - 1; i >= 0; i-- {
+		p := procs[i]
+		if !alive(p) {
+			continue
+		}
+		logf("Stopping %s (pid %d)", p.Name, p.PID)
+		stop(p.PID, 10*time.Second)
+	}
+	// Instances survive their node daemon on purpose; a dev cluster going
+	// down takes them along.
+	ents, _ := os.ReadDir(abs)
+	for _, e := range ents {
+		kdir := filepath.Join(abs, e.Name(), "kvm")
+		if _, err := os.Stat(kdir); err != nil {
+			continue
+		}
+		h, err := kvm.New(kvm.Options{RunDir: filepath.Join(st.RunDir, e.Name(), "kvm"), StateDir: kdir})
+		if err != nil {
+			continue
+		}
+		list, err := h.List(ctx)
+		if err != nil {
+			continue
+		}
+		for _, r := range list {
+			logf("Stopping qemu of instance %s (pid %d)", r.Name, r.PID)
+			if err := h.Stop(ctx, r.Name, 0, true); err != nil {
+				logf("  %v", err)
+			}
+			for i := 0; i < 8; i++ {
+				_ = netdev.DeleteTap(netdev.TapName(r.UUID, i))
+			}
+		}
+	}
+	if err := os.RemoveAll(st.RunDir); err != nil {
+		return err
+	}
+	if purge {
+		logf("Removing %s", abs)
+		return os.RemoveAll(abs)
+	}
+	return os.Remove(filepath.Join(abs, "dev.json"))
+}
+
+// alive checks the pid still runs the binary we started (pids get reused).
+func alive(p Proc) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", itoa(p.PID), "cmdline"))
+	if err != nil || len(p.Args) == 0 {
+		return false
+	}
+	return strings.HasPrefix(string(b), p.Args[0])
+}
+
+func itoa(i int) string {
+	var b [20]byte
+	n := len(b)
+	for {
+		n--
+		b[n] = byte('0' + i%10)
+		i /= 10
+		if i == 0 {
+			break
+		}
+	}
+	return string(b[n:])
+}
+
+func stop(pid int, grace time.Duration) {
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return
+	}
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		// A zombie child of ours still answers signal 0; check its state.
+		if b, err := os.ReadFile(filepath.Join("/proc", itoa(pid), "stat")); err != nil || strings.Contains(string(b), ") Z ") {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+}

@@ -1,0 +1,295 @@
+// Package localcmd holds the CLI commands that act on this machine's files
+// and processes rather than through LUXI: cluster init, destroy and backup,
+// the dev cluster, and the serial console (which talks to the node daemon
+// with the master's certificate).
+package localcmd
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corral/corral/internal/bootstrap"
+	"github.com/corral/corral/internal/config"
+	"github.com/corral/corral/internal/devcluster"
+	"github.com/corral/corral/internal/kvopts"
+	"github.com/corral/corral/internal/luxi"
+	"github.com/corral/corral/internal/master"
+	"github.com/corral/corral/internal/store/boltstore"
+)
+
+// Dirs resolves the global --state-dir and --run-dir flags.
+type Dirs struct {
+	StateDir func() string
+	RunDir   func() string
+	Socket   func() string
+	Stdout   io.Writer
+	Stderr   io.Writer
+}
+
+// ClusterCommands are added under "corral cluster".
+func ClusterCommands(d Dirs) []*cobra.Command {
+	return []*cobra.Command{initCmd(d), destroyCmd(d), backupCmd(d)}
+}
+
+// RootCommands are added at the top level.
+func RootCommands(d Dirs) []*cobra.Command {
+	return []*cobra.Command{devCmd(d)}
+}
+
+func initCmd(d Dirs) *cobra.Command {
+	var o bootstrap.InitOptions
+	var hvs, templates string
+	var hvParams []string
+	cmd := &cobra.Command{
+		Use:   "init NAME",
+		Short: "Create a new cluster on this machine (the first master)",
+		Long: `Create a new cluster: the cluster CA and master certificate, the cluster
+domain secret (40 hex characters, mode 0400), the embedded store with the
+default node group and this machine as master node, the users corral-master
+and corral-qemu and the group corral-admin. Refuses to run twice.
+
+Then start corral-node (as root) and corrald (as corral-master), or use the
+service units.`,
+		Example: "  corral cluster init --master-ip 192.0.2.10 cluster1.example.com",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Name = args[0]
+			o.Layout = bootstrap.Layout{StateDir: d.StateDir(), RunDir: d.RunDir()}
+			o.EnabledHypervisors = splitList(hvs)
+			o.EnabledDiskTemplates = splitList(templates)
+			o.SetOwners = os.Geteuid() == 0
+			if !o.SetOwners {
+				return fmt.Errorf("cluster init needs root (it creates system users and root-owned node state)")
+			}
+			o.HVParams = map[string]config.Params{}
+			for _, h := range hvParams {
+				ident, kv, err := kvopts.ParseIdentKV(h)
+				if err != nil {
+					return fmt.Errorf("-H %s: %w", h, err)
+				}
+				p := config.Params{}
+				for k, v := range kv {
+					p[k] = v
+				}
+				o.HVParams[ident] = p
+			}
+			if err := bootstrap.Init(cmd.Context(), o); err != nil {
+				return err
+			}
+			fmt.Fprintf(d.Stdout, "Cluster %s initialised in %s.\nStart the daemons:\n  corral-node --state-dir %s --run-dir %s --listen %s:%d &\n  runuser -u %s -- corrald --state-dir %s --run-dir %s &\n",
+				o.Name, d.StateDir(), o.Layout.NodeDir(""), o.Layout.NodeRunDir(""), o.MasterIP, o.RPCPort,
+				bootstrap.MasterUser, d.StateDir(), d.RunDir())
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.MasterName, "master-name", "", "node name of this machine (default: the hostname)")
+	f.StringVar(&o.MasterIP, "master-ip", "127.0.0.1", "primary IP of this machine; node daemons listen on their primary IP")
+	f.IntVar(&o.RPCPort, "rpc-port", config.DefaultRPCPort, "TCP port of the node daemons")
+	f.IntVar(&o.JoinPort, "join-port", config.DefaultRPCPort+1, "TCP port of the master's node-join listener")
+	f.StringVar(&hvs, "enabled-hypervisors", "kvm,fake", "hypervisors to enable; the first is the default")
+	f.StringVar(&templates, "enabled-disk-templates", "file,diskless", "disk templates to enable")
+	f.StringVar(&o.MACPrefix, "mac-prefix", config.DefaultMACPrefix, "prefix of generated MAC addresses")
+	f.StringArrayVarP(&hvParams, "hypervisor-parameters", "H", nil, "hypervisor defaults, HV:key=val,... (repeatable)")
+	return cmd
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func destroyCmd(d Dirs) *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "destroy --yes-do-it",
+		Short: "Destroy the cluster on this machine (no instances or other nodes may remain)",
+		Long: `Destroy the cluster: corrald checks (OP_CLUSTER_DESTROY) that no instance
+and no node besides the master remain; then the daemons of this machine are
+stopped and the cluster state directory is removed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !yes {
+				return fmt.Errorf("destroying a cluster removes all of its state: pass --yes-do-it")
+			}
+			ctx := cmd.Context()
+			c, err := luxi.Dial(ctx, d.Socket())
+			if err != nil {
+				return fmt.Errorf("cannot reach corrald: %w", err)
+			}
+			id, err := c.SubmitJob(ctx, []any{map[string]any{"OP_ID": "OP_CLUSTER_DESTROY"}})
+			if err != nil {
+				c.Close()
+				return err
+			}
+			_, _, err = luxi.WaitForJob(ctx, c, id, nil)
+			c.Close()
+			if err != nil {
+				return fmt.Errorf("cluster destroy refused: %w", err)
+			}
+			l := bootstrap.Layout{StateDir: d.StateDir(), RunDir: d.RunDir()}
+			killByStateDir(l.StateDir)
+			for _, p := range []string{l.MasterDir(), l.NodeDir(""), l.MasterRunDir(), l.NodeRunDir("")} {
+				if err := os.RemoveAll(p); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintln(d.Stdout, "Cluster destroyed.")
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&yes, "yes-do-it", false, "confirm the destruction")
+	return cmd
+}
+
+// killByStateDir stops daemons whose command line names this state dir.
+func killByStateDir(stateDir string) {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid := 0
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) == 0 {
+			continue
+		}
+		base := filepath.Base(args[0])
+		if base != "corrald" && base != "corral-node" {
+			continue
+		}
+		if strings.Contains(string(b), stateDir) {
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+		}
+	}
+}
+
+func backupCmd(d Dirs) *cobra.Command {
+	return &cobra.Command{
+		Use:   "backup FILE",
+		Short: "Write a consistent copy of the cluster store to FILE",
+		Long: `Write a consistent copy of the cluster store (configuration and job queue)
+to FILE (mode 0600). While corrald runs, it takes the copy from the live store
+in one read transaction; with corrald stopped the store file is opened
+directly. Needs read access to the master's state directory (root).`,
+		Example: "  corral cluster backup /root/corral-$(date +%F).db",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			dst := args[0]
+			if c, err := luxi.Dial(ctx, d.Socket()); err == nil {
+				var tmp string
+				err := c.Call(ctx, "BackupStore", []any{}, &tmp)
+				c.Close()
+				if err != nil {
+					return err
+				}
+				defer os.Remove(tmp)
+				if err := copyFile(tmp, dst); err != nil {
+					return err
+				}
+				fmt.Fprintf(d.Stdout, "Store copied to %s (taken by corrald)\n", dst)
+				return nil
+			}
+			l := bootstrap.Layout{StateDir: d.StateDir(), RunDir: d.RunDir()}
+			path := filepath.Join(l.MasterDir(), master.FileStore)
+			st, err := boltstore.Open(path, boltstore.Options{OpenTimeout: 2 * time.Second})
+			if err != nil {
+				return fmt.Errorf("corrald is not reachable and %s cannot be opened: %w", path, err)
+			}
+			defer st.Close()
+			if err := st.Backup(ctx, dst); err != nil {
+				return err
+			}
+			fmt.Fprintf(d.Stdout, "Store copied to %s\n", dst)
+			return nil
+		},
+	}
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("reading the backup (run as root): %w", err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func devCmd(d Dirs) *cobra.Command {
+	cmd := &cobra.Command{Use: "dev", Short: "Run a complete local cluster for development and tests"}
+	var o devcluster.Options
+	var hvs string
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "Bring up a local cluster: master and N node daemons on 127.0.0.x",
+		Long: `Bring up a complete cluster on this machine, in the background: the master's
+node daemon and corrald (as corral-master), plus --nodes more node daemons,
+each on its own 127.0.0.x address with its own state and run directories.
+Free addresses and ports are picked, so several dev clusters can run side
+by side. Needs root. Prints how to reach the cluster.`,
+		Example: "  corral dev up --nodes 2 --state-dir /tmp/dev1\n  . /tmp/dev1/env && corral node list",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.StateDir = d.StateDir()
+			o.Hypervisors = splitList(hvs)
+			o.Log = func(f string, a ...any) { fmt.Fprintf(d.Stdout, f+"\n", a...) }
+			st, err := devcluster.Up(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(d.Stdout, "\nDev cluster up: master node1, nodes %s.\nTo use it:\n  . %s/env\n  corral node list\nStop it with: corral dev down --state-dir %s\n",
+				strings.Join(st.Nodes, ", "), st.StateDir, st.StateDir)
+			return nil
+		},
+	}
+	up.Flags().IntVar(&o.Nodes, "nodes", 0, "node daemons to add besides the master's")
+	up.Flags().StringVar(&o.Name, "name", "dev.corral", "cluster name")
+	up.Flags().StringVar(&o.ImageDir, "image-dir", "", "directory with vmlinuz and initrd.img for kvm instances (scripts/build-guest-image.sh)")
+	up.Flags().StringVar(&o.OSDir, "os-dir", "", "OS definitions directory (default: ../os next to the binaries)")
+	up.Flags().StringVar(&hvs, "hypervisors", "", "hypervisors to enable (default kvm,fake when qemu is installed)")
+	up.Flags().DurationVar(&o.WatcherEvery, "watcher-interval", time.Minute, "how often the watcher runs")
+	var purge bool
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "Stop everything a dev cluster started, qemu processes included",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := devcluster.Down(cmd.Context(), d.StateDir(), purge, func(f string, a ...any) { fmt.Fprintf(d.Stdout, f+"\n", a...) }); err != nil {
+				return err
+			}
+			return nil
+		},
+	}
+	down.Flags().BoolVar(&purge, "purge", false, "also remove the state directory")
+	cmd.AddCommand(up, down)
+	return cmd
+}
