@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Corral needs to build, run and test: qemu for
+# the kvm hypervisor, e2fsprogs and busybox-static for the tiny OS and the
+# guest image, iproute2 for taps and bridges. Idempotent; needs root.
+set -euo pipefail
+pkgs=(qemu-system-x86 qemu-utils socat busybox-static cpio e2fsprogs iproute2 lz4 make gcc)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "missing packages: ${missing[*]} (run as root to install them)" >&2
+    exit 1
+  fi
+  echo "installing: ${missing[*]}"
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends "${missing[@]}"
+fi
+# The guest image build downloads the kernel and busybox packages with
+# apt-get download; make sure the package lists exist.
+if ! apt-cache show linux-image-cloud-amd64 >/dev/null 2>&1; then
+  apt-get update -q
+fi

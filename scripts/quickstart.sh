@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One command from a fresh machine to a running cluster with a running kvm
+# instance: installs the Debian packages, builds, builds the guest image,
+# brings up a one-machine dev cluster on the embedded store and starts an
+# instance of the tiny OS. Run as root from the repository.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=$PATH:/usr/local/go/bin
+STATE=${CORRAL_DEV_STATE:-/var/lib/corral-dev}
+IMAGES=${CORRAL_IMAGE_DIR:-/var/lib/corral/images/tiny}
+
+scripts/install-deps.sh
+make build
+scripts/build-guest-image.sh "$IMAGES"
+chmod 755 "$IMAGES"; chmod 644 "$IMAGES"/vmlinuz "$IMAGES"/initrd.img
+
+if [ -f "$STATE/dev.json" ]; then
+  echo "A dev cluster already runs in $STATE; stopping it first."
+  bin/corral dev down --state-dir "$STATE" --purge
+fi
+bin/corral dev up --state-dir "$STATE" --image-dir "$IMAGES"
+# shellcheck disable=SC1091
+. "$STATE/env"
+bin/corral instance add -t file -o tiny+default --disk 0:size=64M --no-nics \
+  -H kvm -B memory=256 demo1
+bin/corral instance list -o name,hypervisor,os,pnode,status,oper_ram
+serial=$(ls "$CORRAL_RUN_DIR"/node1/kvm/*/serial.log | head -1)
+echo "Waiting for the guest to boot (serial log $serial)..."
+for _ in $(seq 120); do
+  grep -q CORRAL-GUEST-BOOTED "$serial" 2>/dev/null && break
+  sleep 1
+done
+grep CORRAL-GUEST-BOOTED "$serial"
+cat <<MSG
+
+Cluster up, instance demo1 running under qemu (as user corral-qemu).
+  . $STATE/env                       # point the CLI at this cluster
+  bin/corral instance console demo1   # serial console (Ctrl-] leaves)
+  bin/corral job list
+  bin/corral dev down --state-dir $STATE --purge   # stop everything
+MSG
