@@ -73,18 +73,8 @@ func (tx *Tx) PutNode(n *config.Node) {
 	old, exists := tx.db.nodes[n.UUID]
 	tx.db.mu.RUnlock()
 	n.Touch(tx.db.now())
-	key := pfxNode + n.UUID
-	if exists {
-		tx.cmp(store.ModRevisionIs(key, old.rev))
-		if old.obj.Name != n.Name {
-			tx.ops = append(tx.ops, store.Delete(pfxNameNode+old.obj.Name))
-			tx.nameIndex(pfxNameNode+n.Name, n.UUID)
-		}
-	} else {
-		tx.cmp(store.Missing(key))
-		tx.nameIndex(pfxNameNode+n.Name, n.UUID)
-	}
-	tx.put(key, n)
+	tx.putNamed(pfxNode+n.UUID, pfxNameNode, exists, old.rev, nameOf(exists, old.obj), n.Name, n.UUID)
+	tx.put(pfxNode+n.UUID, n)
 	tx.nodes = append(tx.nodes, n)
 }
 
@@ -107,19 +97,35 @@ func (tx *Tx) PutGroup(g *config.NodeGroup) {
 	old, exists := tx.db.groups[g.UUID]
 	tx.db.mu.RUnlock()
 	g.Touch(tx.db.now())
-	key := pfxGroup + g.UUID
-	if exists {
-		tx.cmp(store.ModRevisionIs(key, old.rev))
-		if old.obj.Name != g.Name {
-			tx.ops = append(tx.ops, store.Delete(pfxNameGroup+old.obj.Name))
-			tx.nameIndex(pfxNameGroup+g.Name, g.UUID)
-		}
-	} else {
-		tx.cmp(store.Missing(key))
-		tx.nameIndex(pfxNameGroup+g.Name, g.UUID)
-	}
-	tx.put(key, g)
+	tx.putNamed(pfxGroup+g.UUID, pfxNameGroup, exists, old.rev, nameOf(exists, old.obj), g.Name, g.UUID)
+	tx.put(pfxGroup+g.UUID, g)
 	tx.groups = append(tx.groups, g)
+}
+
+// named is any configuration object with a name.
+type named interface{ GetName() string }
+
+func nameOf[T named](exists bool, obj T) string {
+	if !exists {
+		return ""
+	}
+	return obj.GetName()
+}
+
+// putNamed adds the compare for an object's key and keeps its name index:
+// a new object must not exist yet and its name must be free; a renamed one
+// frees its old name and takes the new one.
+func (tx *Tx) putNamed(key, namePfx string, exists bool, rev int64, oldName, newName, uuid string) {
+	if !exists {
+		tx.cmp(store.Missing(key))
+		tx.nameIndex(namePfx+newName, uuid)
+		return
+	}
+	tx.cmp(store.ModRevisionIs(key, rev))
+	if oldName != newName {
+		tx.ops = append(tx.ops, store.Delete(namePfx+oldName))
+		tx.nameIndex(namePfx+newName, uuid)
+	}
 }
 
 // PutInstance adds or updates an instance, maintaining the name and MAC
@@ -131,18 +137,11 @@ func (tx *Tx) PutInstance(i *config.Instance) {
 	i.Touch(tx.db.now())
 	key := pfxInstance + i.UUID
 	oldMACs := map[string]bool{}
+	tx.putNamed(key, pfxNameInst, exists, old.rev, nameOf(exists, old.obj), i.Name, i.UUID)
 	if exists {
-		tx.cmp(store.ModRevisionIs(key, old.rev))
-		if old.obj.Name != i.Name {
-			tx.ops = append(tx.ops, store.Delete(pfxNameInst+old.obj.Name))
-			tx.nameIndex(pfxNameInst+i.Name, i.UUID)
-		}
 		for _, n := range old.obj.NICs {
 			oldMACs[n.MAC] = true
 		}
-	} else {
-		tx.cmp(store.Missing(key))
-		tx.nameIndex(pfxNameInst+i.Name, i.UUID)
 	}
 	newMACs := map[string]bool{}
 	for k := range i.NICs {

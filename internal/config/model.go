@@ -24,6 +24,9 @@ type Meta struct {
 	Tags   []string `json:"tags,omitempty"`
 }
 
+// GetName returns the object's name.
+func (m *Meta) GetName() string { return m.Name }
+
 // Touch bumps the serial number and modification time, and sets the creation
 // time and uuid of a new object.
 func (m *Meta) Touch(now time.Time) {

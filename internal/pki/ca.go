@@ -28,6 +28,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/corral/corral/internal/atomicfile"
 )
 
 // Role is what a certificate's holder may do in the cluster.
@@ -168,10 +170,10 @@ func (ca *CA) Save(certPath, keyPath string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(keyPath, keyPEM, 0o400); err != nil {
+	if err := atomicfile.WriteFile(keyPath, keyPEM, 0o400); err != nil {
 		return fmt.Errorf("pki: save CA key: %w", err)
 	}
-	if err := writeFileAtomic(certPath, ca.certPEM, 0o644); err != nil {
+	if err := atomicfile.WriteFile(certPath, ca.certPEM, 0o644); err != nil {
 		return fmt.Errorf("pki: save CA certificate: %w", err)
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/corral/corral/internal/atomicfile"
 	"github.com/corral/corral/internal/secret"
 )
 
@@ -26,7 +27,7 @@ func WriteSecretFile(path string, s secret.Secret) error {
 	if v == "" || strings.ContainsAny(v, "\r\n") {
 		return errors.New("pki: secret must be one non-empty line")
 	}
-	if err := writeFileAtomic(path, []byte(v+"\n"), 0o400); err != nil {
+	if err := atomicfile.WriteFile(path, []byte(v+"\n"), 0o400); err != nil {
 		return fmt.Errorf("pki: write secret file: %w", err)
 	}
 	return nil

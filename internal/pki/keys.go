@@ -11,10 +11,10 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/corral/corral/internal/atomicfile"
 )
 
 // NewKeyPair makes a P-256 key: quick to generate and accepted by every TLS 1.3
@@ -94,10 +94,10 @@ func WriteKeyPair(certPath, keyPath string, certPEM, keyPEM []byte) error {
 	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
 		return fmt.Errorf("pki: certificate and key do not form a pair: %w", err)
 	}
-	if err := writeFileAtomic(keyPath, keyPEM, 0o600); err != nil {
+	if err := atomicfile.WriteFile(keyPath, keyPEM, 0o600); err != nil {
 		return fmt.Errorf("pki: write key: %w", err)
 	}
-	if err := writeFileAtomic(certPath, certPEM, 0o644); err != nil {
+	if err := atomicfile.WriteFile(certPath, certPEM, 0o644); err != nil {
 		return fmt.Errorf("pki: write certificate: %w", err)
 	}
 	return nil
@@ -167,42 +167,4 @@ func CertExpiry(certPEM []byte) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("pki: %w", err)
 	}
 	return certs[0].NotAfter, nil
-}
-
-// writeFileAtomic replaces path with data so that a crash leaves either the
-// old or the new content, never a torn key file.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral/corral/internal/atomicfile"
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/pki"
 	"github.com/corral/corral/internal/secret"
@@ -197,7 +198,7 @@ func Join(ctx context.Context, token pki.JoinToken, stateDir string) (certPath, 
 	certPath = filepath.Join(stateDir, NodeCertFile)
 	keyPath = filepath.Join(stateDir, NodeKeyFile)
 	caPath = filepath.Join(stateDir, CAFile)
-	if err := writeFileAtomic(caPath, []byte(jr.CA), 0o644); err != nil {
+	if err := atomicfile.WriteFile(caPath, []byte(jr.CA), 0o644); err != nil {
 		return "", "", "", fmt.Errorf("rpc: join: write CA: %w", err)
 	}
 	if err := pki.WriteKeyPair(certPath, keyPath, []byte(jr.Cert), keyPEM); err != nil {

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral/corral/internal/atomicfile"
 	"github.com/corral/corral/internal/ecode"
 )
 
@@ -70,7 +71,7 @@ func (s *epochStore) admit(epoch int64) error {
 	if epoch == s.cur {
 		return nil
 	}
-	if err := writeFileAtomic(s.path, []byte(strconv.FormatInt(epoch, 10)+"\n"), 0o600); err != nil {
+	if err := atomicfile.WriteFile(s.path, []byte(strconv.FormatInt(epoch, 10)+"\n"), 0o600); err != nil {
 		return &ecode.Error{Kind: ecode.RemoteError, Class: ecode.Environ, Msg: "cannot record master epoch: " + err.Error(), Err: err}
 	}
 	s.cur = epoch
@@ -175,7 +176,7 @@ func (s *opStore) save(key string, rec opRecord) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(s.path(key), b, 0o600)
+	return atomicfile.WriteFile(s.path(key), b, 0o600)
 }
 
 // prune deletes records (and temporary files a crash left behind) older than
@@ -201,42 +202,4 @@ func (s *opStore) prune() (int, error) {
 		s.mu.Unlock()
 	}
 	return n, nil
-}
-
-// writeFileAtomic replaces path with data durably: temp file, fsync, rename,
-// fsync of the directory. A crash leaves the old or the new content.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corral/corral/internal/atomicfile"
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/hypervisor"
 )
@@ -291,39 +292,13 @@ func (h *Hypervisor) update(fn func(*stateDoc) (changed bool, err error)) error 
 	if err != nil {
 		return fmt.Errorf("fake hypervisor: %w", err)
 	}
-	return writeFileAtomic(filepath.Join(h.dir, stateFile), data)
+	return writeState(filepath.Join(h.dir, stateFile), data)
 }
 
-// writeFileAtomic replaces path with data so that a crash leaves either the
-// old or the new content, never a mix.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
-	if err != nil {
+// writeState replaces a state file durably.
+func writeState(path string, data []byte) error {
+	if err := atomicfile.WriteFile(path, data, 0o600); err != nil {
 		return fmt.Errorf("fake hypervisor: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("fake hypervisor: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("fake hypervisor: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("fake hypervisor: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("fake hypervisor: %w", err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("fake hypervisor: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fake hypervisor: sync state dir: %w", err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corral/corral/internal/atomicfile"
 	"github.com/corral/corral/internal/hypervisor"
 )
 
@@ -97,41 +98,7 @@ func (h *Hypervisor) saveRecord(r *record) error {
 	if err != nil {
 		return fmt.Errorf("kvm: %w", err)
 	}
-	return writeFileAtomic(h.recordPath(r.Spec.Name), data)
-}
-
-// writeFileAtomic replaces path with data so that a crash leaves either the
-// old or the new content, never a mix.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("kvm: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("kvm: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("kvm: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("kvm: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("kvm: %w", err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("kvm: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("kvm: sync %s: %w", dir, err)
-	}
-	return nil
+	return writeState(h.recordPath(r.Spec.Name), data)
 }
 
 // livePID returns the pid of the record's qemu, 0 when it no longer runs.
@@ -165,6 +132,14 @@ func (h *Hypervisor) cleanup(r *record) error {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("kvm: clean up %s: %w", r.Spec.Name, err)
+	}
+	return nil
+}
+
+// writeState replaces a state file durably.
+func writeState(path string, data []byte) error {
+	if err := atomicfile.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("kvm: %w", err)
 	}
 	return nil
 }
