@@ -150,6 +150,18 @@ func (lu *clusterVerifyLU) verifyNode(ctx context.Context, p *Processor, n *conf
 		}
 		seen[r.UUID] = true
 	}
+	var procs []nodeapi.HypervisorProcess
+	if err := p.RPC.Call(cctx, n, nodeapi.ProcessList, "", struct{}{}, &procs); err != nil {
+		lu.errf("node %s: cannot list hypervisor processes: %v", n.Name, err)
+	}
+	for _, pr := range procs {
+		if pr.UID == 0 {
+			lu.errf("node %s: qemu process %d (uuid %s) runs as root", n.Name, pr.PID, pr.UUID)
+		}
+		if !seen[pr.UUID] {
+			lu.errf("node %s: orphan qemu process %d (uuid %q) is not managed by this node daemon", n.Name, pr.PID, pr.UUID)
+		}
+	}
 	var disks []nodeapi.FoundDisk
 	if err := p.RPC.Call(cctx, n, nodeapi.DiskList, "", struct{}{}, &disks); err != nil {
 		lu.errf("node %s: cannot list disks: %v", n.Name, err)

@@ -19,8 +19,15 @@ const (
 	OSDiagnose       = "os_diagnose"
 	Console          = "instance_console"
 	TestDelay        = "test_delay"
-	InstanceCleanup  = "instance_cleanup"
+	ProcessList      = "hypervisor_processes"
 )
+
+// HypervisorProcess is a qemu process found on the node, managed or not.
+type HypervisorProcess struct {
+	PID  int    `json:"pid"`
+	UUID string `json:"uuid"`
+	UID  int    `json:"uid"`
+}
 
 // NodeInfoArgs asks for facts about the node.
 type NodeInfoArgs struct {

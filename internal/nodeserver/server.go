@@ -186,6 +186,7 @@ func (s *Server) routes() {
 	handle(s, nodeapi.OSCreate, s.osCreate)
 	handle(s, nodeapi.OSRename, s.osRename)
 	handle(s, nodeapi.OSDiagnose, s.osDiagnose)
+	handle(s, nodeapi.ProcessList, s.hypervisorProcesses)
 	handle(s, nodeapi.TestDelay, func(ctx context.Context, a nodeapi.DelayArgs) (any, error) {
 		t := time.NewTimer(time.Duration(a.Duration * float64(time.Second)))
 		defer t.Stop()

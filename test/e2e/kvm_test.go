@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/corral/corral/internal/bootstrap"
+	"github.com/corral/corral/internal/devcluster"
 )
 
 // requireQemu skips without qemu, but fails when CORRAL_REQUIRE_QEMU=1 (CI).
@@ -136,6 +137,11 @@ func TestKVMInstanceBoots(t *testing.T) {
 		t.Fatalf("status %v", s)
 	}
 
+	// Verify is clean: the qemu process is accounted for, the disk is sound.
+	if out, err := c.corral("cluster", "verify"); err != nil {
+		t.Fatalf("cluster verify with a running guest: %v\n%s", err, out)
+	}
+
 	// The serial console reaches the guest's shell through the node daemon.
 	cmd := exec.Command(filepath.Join(binDir, "corral"), "instance", "console", "vm1")
 	cmd.Env = append(os.Environ(), "CORRAL_STATE_DIR="+c.st.StateDir, "CORRAL_RUN_DIR="+c.st.RunDir, "CORRAL_SOCKET="+c.st.Socket)
@@ -162,6 +168,24 @@ func TestKVMInstanceBoots(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Fatalf("console did not finish; output %q", out.String())
 	}
+
+	// Restarting the node daemon leaves the guest running, and the new
+	// daemon finds it again.
+	np := c.proc("corral-node node1")
+	_ = exec.Command("kill", strconv.Itoa(np.PID)).Run()
+	waitFor(t, 20*time.Second, "corral-node to exit", func() bool {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(np.PID), "stat"))
+		return err != nil || strings.Contains(string(b), ") Z ")
+	})
+	if p := qemuPIDs(uuid); len(p) != 1 || p[0] != pids[0] {
+		t.Fatalf("qemu did not survive the node daemon's exit: %v", p)
+	}
+	if _, err := devcluster.Restart(c.st, "corral-node node1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the restarted node daemon to report vm1 running", func() bool {
+		return c.instanceField("vm1", "status") == "running"
+	})
 
 	// The watcher restarts an instance that should run but died.
 	_ = exec.Command("kill", "-9", strconv.Itoa(pids[0])).Run()
