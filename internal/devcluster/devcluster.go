@@ -106,9 +106,9 @@ func (o *Options) fill() error {
 	return nil
 }
 
-// pickAddresses finds n consecutive loopback addresses 127.0.0.x on which
+// PickAddresses finds n consecutive loopback addresses 127.0.0.x on which
 // port is free, and a free port for the join listener.
-func pickAddresses(n int) (ips []string, rpcPort, joinPort int, err error) {
+func PickAddresses(n int) (ips []string, rpcPort, joinPort int, err error) {
 	for attempt := 0; attempt < 50; attempt++ {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -166,7 +166,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 			return nil, fmt.Errorf("%s not found in %s (run 'make build')", b, o.BinDir)
 		}
 	}
-	ips, rpcPort, joinPort, err := pickAddresses(o.Nodes + 1)
+	ips, rpcPort, joinPort, err := PickAddresses(o.Nodes + 1)
 	if err != nil {
 		return nil, err
 	}
