@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/corral/corral/internal/bootstrap"
 	"github.com/corral/corral/internal/devcluster"
+	"github.com/corral/corral/internal/netdev"
 )
 
 // requireQemu skips without qemu, but fails when CORRAL_REQUIRE_QEMU=1 (CI).
@@ -103,9 +105,17 @@ func TestKVMInstanceBoots(t *testing.T) {
 	requireQemu(t)
 	img := guestImage(t)
 	c := newCluster(t, clusterOpts{hypervisors: []string{"kvm", "fake"}, imageDir: img, watcher: 2 * time.Second})
+	// A bridge for the guest's NIC: corral-node creates the tap and enslaves it.
+	br := fmt.Sprintf("crlbr%d", os.Getpid()%100000)
+	if out, err := exec.Command("ip", "link", "add", br, "type", "bridge").CombinedOutput(); err != nil {
+		t.Fatalf("creating bridge: %v %s", err, out)
+	}
+	defer exec.Command("ip", "link", "del", br).Run()
+	_ = exec.Command("ip", "link", "set", br, "up").Run()
 	op := map[string]any{
 		"OP_ID": "OP_INSTANCE_CREATE", "instance_name": "vm1", "disk_template": "file",
-		"disks": []any{map[string]any{"size": 64}}, "nics": []any{}, "os_type": "tiny+default",
+		"disks": []any{map[string]any{"size": 64}}, "os_type": "tiny+default",
+		"nics": []any{map[string]any{"mode": "bridged", "link": br}},
 		"hypervisor": "kvm", "beparams": map[string]any{"memory": 256}, "pnode": "node1",
 		"osparams": map[string]any{"marker": "e2e-marker"},
 	}
@@ -121,6 +131,11 @@ func TestKVMInstanceBoots(t *testing.T) {
 		return strings.Contains(string(b), "CORRAL-GUEST-BOOTED name=vm1 marker=e2e-marker")
 	}
 	waitFor(t, 120*time.Second, "the guest's boot marker on the serial console", booted)
+
+	tap := netdev.TapName(uuid, 0)
+	if out, err := exec.Command("ip", "-o", "link", "show", "master", br).CombinedOutput(); err != nil || !strings.Contains(string(out), tap) {
+		t.Fatalf("tap %s not on bridge %s: %v %s", tap, br, err, out)
+	}
 
 	pids := qemuPIDs(uuid)
 	if len(pids) != 1 {
@@ -203,5 +218,8 @@ func TestKVMInstanceBoots(t *testing.T) {
 	}
 	if s := c.instanceField("vm1", "status"); s != "ADMIN_down" {
 		t.Fatalf("status after shutdown %v", s)
+	}
+	if err := exec.Command("ip", "link", "show", tap).Run(); err == nil {
+		t.Fatalf("tap %s left after shutdown", tap)
 	}
 }
