@@ -98,10 +98,14 @@ func join(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("usage: corral-node join [--state-dir DIR] TOKEN")
+	raw := os.Getenv("CORRAL_JOIN_TOKEN")
+	if fs.NArg() == 1 {
+		raw = fs.Arg(0)
 	}
-	tok, err := pki.ParseJoinToken(fs.Arg(0))
+	if raw == "" || fs.NArg() > 1 {
+		return fmt.Errorf("usage: corral-node join [--state-dir DIR] TOKEN (or the token in CORRAL_JOIN_TOKEN)")
+	}
+	tok, err := pki.ParseJoinToken(raw)
 	if err != nil {
 		return err
 	}

@@ -60,12 +60,20 @@ func Init(ctx context.Context, o InitOptions) error {
 			return err
 		}
 	}
+	// The state and run directories may exist (and be shared, like /run):
+	// create them if missing but leave an existing one's mode alone. The
+	// directories below them are ours and get exactly their modes.
+	for _, d := range []string{l.StateDir, l.RunDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
 	for _, d := range []struct {
 		path string
 		mode os.FileMode
 	}{
-		{l.StateDir, 0o755}, {l.MasterDir(), 0o700}, {l.NodeDir(o.NodeDirName), 0o700},
-		{l.RunDir, 0o755}, {l.MasterRunDir(), 0o750}, {l.NodeRunDir(o.NodeDirName), 0o755},
+		{l.MasterDir(), 0o700}, {l.NodeDir(o.NodeDirName), 0o700},
+		{l.MasterRunDir(), 0o750}, {l.NodeRunDir(o.NodeDirName), 0o755},
 	} {
 		if err := os.MkdirAll(d.path, d.mode); err != nil {
 			return err

@@ -206,7 +206,7 @@ func (lu *clusterSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opco
 		}
 	}
 	if m, ok := op.Params["beparams"].(map[string]any); ok {
-		checked, err := checkBEParams(m)
+		checked, err := checkBEParams(m, false)
 		if err != nil {
 			return err
 		}

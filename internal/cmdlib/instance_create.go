@@ -74,7 +74,7 @@ func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	if err != nil {
 		return err
 	}
-	bep, err := checkBEParams(op.Dict("beparams"))
+	bep, err := checkBEParams(op.Dict("beparams"), true)
 	if err != nil {
 		return err
 	}
@@ -383,8 +383,9 @@ func checkHVParams(c *config.Cluster, hv string, p map[string]any) (config.Param
 }
 
 // checkBEParams accepts Ganeti's backend parameters, with memory as the
-// old alias of maxmem and minmem.
-func checkBEParams(p map[string]any) (config.Params, error) {
+// old alias of maxmem and minmem. fillMin sets minmem to maxmem when only
+// maxmem is given (for a new instance; a change keeps the other value).
+func checkBEParams(p map[string]any, fillMin bool) (config.Params, error) {
 	out := config.Params{}
 	for k, v := range p {
 		typ, ok := config.BEParamType(k)
@@ -415,7 +416,7 @@ func checkBEParams(p map[string]any) (config.Params, error) {
 		if mn, ok := out["minmem"].(float64); ok && mn > mx {
 			return nil, ecode.Errorf(ecode.Inval, "minmem (%v) is larger than maxmem (%v)", mn, mx)
 		}
-		if _, ok := out["minmem"]; !ok {
+		if _, ok := out["minmem"]; !ok && fillMin {
 			out["minmem"] = mx
 		}
 	}

@@ -49,6 +49,9 @@ func (lu *instanceSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opc
 	if len(op.List("disks")) > 0 || len(op.List("nics")) > 0 {
 		return ecode.Errorf(ecode.Inval, "Adding, removing or changing disks and NICs is not available in this version; change beparams, hvparams, osparams or the OS")
 	}
+	if op.Params["osparams_private"] != nil {
+		return ecode.Errorf(ecode.Inval, "Changing private OS parameters is not available in this version")
+	}
 	if op.Params["runtime_mem"] != nil {
 		return ecode.Errorf(ecode.Inval, "runtime_mem (memory ballooning) is not available in this version")
 	}
@@ -79,7 +82,7 @@ func (lu *instanceSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opc
 			beChecked[k] = nil
 			continue
 		}
-		one, err := checkBEParams(map[string]any{k: v})
+		one, err := checkBEParams(map[string]any{k: v}, false)
 		if err != nil {
 			return err
 		}

@@ -83,10 +83,24 @@ func (p *Processor) checkOS(ctx context.Context, node *config.Node, osName strin
 type instanceBase struct {
 	Name string `json:"name"`
 	UUID string `json:"uuid"`
+	// locked are the instance names this op locked (not saved: a resumed
+	// op holds the locks recorded in its job).
+	locked []string
 }
 
-func (b *instanceBase) locks(p *Processor, op *opcodes.Op, mode locking.Mode) []locking.Request {
-	reqs := []locking.Request{bgl(locking.Shared), instLock(mode, op.Str("instance_name"))}
+// lockName is the name an instance is locked by: its configured name, even
+// when the caller gave its uuid, so one instance never has two locks.
+func lockName(p *Processor, nameOrUUID string) string {
+	if i, ok := p.Cfg.Instance(nameOrUUID); ok {
+		return i.Name
+	}
+	return nameOrUUID
+}
+
+func (b *instanceBase) locks(p *Processor, op *opcodes.Op, mode locking.Mode, extra ...string) []locking.Request {
+	names := append([]string{lockName(p, op.Str("instance_name"))}, extra...)
+	b.locked = names
+	reqs := []locking.Request{bgl(locking.Shared), instLock(mode, names...)}
 	if i, ok := p.Cfg.Instance(op.Str("instance_name")); ok {
 		reqs = append(reqs, nodeLock(locking.Shared, i.PrimaryNode))
 	}
@@ -101,6 +115,11 @@ func (b *instanceBase) load(p *Processor, op *opcodes.Op) (*config.Instance, *co
 	inst, err := p.Cfg.MustInstance(name)
 	if err != nil {
 		return nil, nil, err
+	}
+	if len(b.locked) > 0 && !contains(b.locked, inst.Name) {
+		// Renamed between taking the lock and reading it: the lock no
+		// longer protects this instance.
+		return nil, nil, ecode.Errorf(ecode.TempNoRes, "Instance '%s' was renamed while this operation waited for its lock; retry", inst.Name)
 	}
 	node, err := p.Cfg.MustNode(inst.PrimaryNode)
 	if err != nil {
@@ -146,31 +165,39 @@ func (lu *instanceStartupLU) Prereq(ctx context.Context, p *Processor, op *opcod
 	if _, err := checkHVParams(p.Cfg.Cluster(), inst.Hypervisor, op.Dict("hvparams")); err != nil {
 		return err
 	}
-	_, err = checkBEParams(op.Dict("beparams"))
+	_, err = checkBEParams(op.Dict("beparams"), false)
 	return err
 }
 
 func (lu *instanceStartupLU) Steps() []Step {
-	return []Step{{"start", func(ctx context.Context, s *StepCtx) error {
-		inst, node, err := lu.load(s.p, s.Op())
-		if err != nil {
-			return err
-		}
-		spec := inst.Clone()
-		// Temporary parameters apply to this start only (Ganeti's startup -H/-B).
-		hv, _ := checkHVParams(s.Cfg().Cluster(), inst.Hypervisor, s.Op().Dict("hvparams"))
-		be, _ := checkBEParams(s.Op().Dict("beparams"))
-		spec.HVParams = config.Fill(spec.HVParams, hv)
-		spec.BEParams = config.Fill(spec.BEParams, be)
-		if err := s.RPC(ctx, node, nodeapi.InstanceStart, nodeapi.InstanceArgs{Instance: s.p.Spec(spec)}, nil); err != nil {
-			return err
-		}
-		if !s.Op().Bool("no_remember") && inst.AdminState != config.AdminUp {
-			inst.AdminState = config.AdminUp
-			s.Tx().PutInstance(inst)
-		}
-		return nil
-	}}}
+	return []Step{
+		// As Ganeti: record the wish first, so the watcher and a resumed
+		// op agree on it whatever happens to the start.
+		{"mark-up", func(ctx context.Context, s *StepCtx) error {
+			inst, _, err := lu.load(s.p, s.Op())
+			if err != nil {
+				return err
+			}
+			if !s.Op().Bool("no_remember") && inst.AdminState != config.AdminUp {
+				inst.AdminState = config.AdminUp
+				s.Tx().PutInstance(inst)
+			}
+			return nil
+		}},
+		{"start", func(ctx context.Context, s *StepCtx) error {
+			inst, node, err := lu.load(s.p, s.Op())
+			if err != nil {
+				return err
+			}
+			spec := inst.Clone()
+			// Temporary parameters apply to this start only (Ganeti's startup -H/-B).
+			hv, _ := checkHVParams(s.Cfg().Cluster(), inst.Hypervisor, s.Op().Dict("hvparams"))
+			be, _ := checkBEParams(s.Op().Dict("beparams"), false)
+			spec.HVParams = config.Fill(spec.HVParams, hv)
+			spec.BEParams = config.Fill(spec.BEParams, be)
+			return s.RPC(ctx, node, nodeapi.InstanceStart, nodeapi.InstanceArgs{Instance: s.p.Spec(spec)}, nil)
+		}},
+	}
 }
 
 func (lu *instanceStartupLU) Result() any { return nil }
@@ -198,23 +225,32 @@ func (lu *instanceShutdownLU) Prereq(ctx context.Context, p *Processor, op *opco
 }
 
 func (lu *instanceShutdownLU) Steps() []Step {
-	return []Step{{"stop", func(ctx context.Context, s *StepCtx) error {
-		inst, node, err := lu.load(s.p, s.Op())
-		if err != nil {
-			return err
-		}
-		if !node.Offline {
-			args := nodeapi.ShutdownArgs{Instance: s.p.Spec(inst), Timeout: s.Op().Int("timeout"), Force: s.Op().Bool("force")}
-			if err := s.RPC(ctx, node, nodeapi.InstanceShutdown, args, nil); err != nil {
+	return []Step{
+		// Record "down" before stopping, as Ganeti does, so the watcher
+		// never restarts an instance an operator is stopping.
+		{"mark-down", func(ctx context.Context, s *StepCtx) error {
+			inst, _, err := lu.load(s.p, s.Op())
+			if err != nil {
 				return err
 			}
-		}
-		if !s.Op().Bool("no_remember") && inst.AdminState != config.AdminDown {
-			inst.AdminState = config.AdminDown
-			s.Tx().PutInstance(inst)
-		}
-		return nil
-	}}}
+			if !s.Op().Bool("no_remember") && inst.AdminState != config.AdminDown {
+				inst.AdminState = config.AdminDown
+				s.Tx().PutInstance(inst)
+			}
+			return nil
+		}},
+		{"stop", func(ctx context.Context, s *StepCtx) error {
+			inst, node, err := lu.load(s.p, s.Op())
+			if err != nil {
+				return err
+			}
+			if node.Offline {
+				return nil
+			}
+			args := nodeapi.ShutdownArgs{Instance: s.p.Spec(inst), Timeout: s.Op().Int("timeout"), Force: s.Op().Bool("force")}
+			return s.RPC(ctx, node, nodeapi.InstanceShutdown, args, nil)
+		}},
+	}
 }
 
 func (lu *instanceShutdownLU) Result() any { return nil }
@@ -390,7 +426,10 @@ func (lu *instanceReinstallLU) Prereq(ctx context.Context, p *Processor, op *opc
 	}
 	osp := inst.OSParams
 	if m, ok := op.Params["osparams"].(map[string]any); ok {
-		osp = m
+		osp = updateParams(inst.OSParams, m)
+	}
+	if op.Params["osparams_private"] != nil {
+		return ecode.Errorf(ecode.Inval, "Changing private OS parameters on reinstall is not available in this version")
 	}
 	return p.checkOS(ctx, node, lu.OS, op.Bool("force_variant"), config.Fill(c.OSParams[osBase(lu.OS)], osp))
 }
@@ -408,7 +447,7 @@ func (lu *instanceReinstallLU) Steps() []Step {
 			}
 			inst.OS = lu.OS
 			if hasParams {
-				inst.OSParams = m
+				inst.OSParams = updateParams(inst.OSParams, m)
 			}
 			s.Tx().PutInstance(inst)
 			return nil
@@ -437,10 +476,8 @@ type instanceRenameLU struct {
 }
 
 func (lu *instanceRenameLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
-	reqs := lu.locks(p, op, locking.Exclusive)
 	// The new name is locked too so two renames to it cannot race.
-	reqs[1] = instLock(locking.Exclusive, op.Str("instance_name"), op.Str("new_name"))
-	return reqs
+	return lu.locks(p, op, locking.Exclusive, op.Str("new_name"))
 }
 
 func (lu *instanceRenameLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op) error {
@@ -551,7 +588,7 @@ func (lu *instanceQueryDataLU) Prereq(ctx context.Context, p *Processor, op *opc
 			"hypervisor": inst.Hypervisor, "network_port": inst.NetworkPort,
 			"hv_instance": inst.HVParams, "hv_actual": spec.HVParams,
 			"be_instance": inst.BEParams, "be_actual": config.Fill(c.BEParams, inst.BEParams),
-			"os_instance": inst.OSParams, "os_actual": spec.OSParams,
+			"os_instance": inst.OSParams, "os_actual": publicOSParams(c, inst),
 			"disk_template": inst.DiskTemplate, "disks": disks, "nics": nics,
 			"ctime": inst.CTime, "mtime": inst.MTime, "serial_no": inst.Serial, "tags": inst.Tags,
 		}
@@ -561,3 +598,13 @@ func (lu *instanceQueryDataLU) Prereq(ctx context.Context, p *Processor, op *opc
 
 func (lu *instanceQueryDataLU) Steps() []Step { return nil }
 func (lu *instanceQueryDataLU) Result() any   { return lu.Out }
+
+// publicOSParams are the filled OS parameters as answers may show them:
+// private values are redacted, as Ganeti does.
+func publicOSParams(c *config.Cluster, inst *config.Instance) config.Params {
+	out := config.Fill(c.OSParams[osBase(inst.OS)], inst.OSParams)
+	for k := range inst.OSParamsPriv {
+		out[k] = "<redacted>"
+	}
+	return out
+}

@@ -236,6 +236,13 @@ func (lu *nodeSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opcodes
 		upd.Drained = false
 		lu.Changes = append(lu.Changes, [2]any{"drained", "clear drained status due to offline"})
 	}
+	if b := flags["vm_capable"]; b != nil && !*b {
+		for _, i := range p.Cfg.Instances() {
+			if i.PrimaryNode == n.UUID {
+				return ecode.Errorf(ecode.State, "Node %s still hosts instance %s; it cannot stop being vm capable", n.Name, i.Name)
+			}
+		}
+	}
 	if upd.MasterCandidate && !upd.MasterCapable {
 		return ecode.Errorf(ecode.State, "Node %s is not master capable and cannot become a master candidate", n.Name)
 	}

@@ -98,6 +98,17 @@ func (p *Processor) Recover(ctx context.Context, h *jobqueue.OpHandle) error {
 
 // RunOp executes one opcode of a job.
 func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error) {
+	// Locks re-acquired at start-up belong to this op whatever happens
+	// next: take them first so every return releases them.
+	p.mu.Lock()
+	held, resumed := p.recovered[opKey(h)]
+	delete(p.recovered, opKey(h))
+	p.mu.Unlock()
+	if !resumed {
+		held = p.Locks.NewOwner(owner(h))
+	}
+	defer held.Release()
+
 	op, err := p.Ops.Decode(h.Input())
 	if err != nil {
 		return nil, err
@@ -112,13 +123,7 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 			return nil, ecode.ExecErrorf("cannot restore the plan of %s: %v", op.ID, err)
 		}
 	}
-
-	p.mu.Lock()
-	held, resumed := p.recovered[opKey(h)]
-	delete(p.recovered, opKey(h))
-	p.mu.Unlock()
 	if !resumed {
-		held = p.Locks.NewOwner(owner(h))
 		reqs := lu.Locks(p, op)
 		if err := acquireAll(ctx, p.Locks, held, h.Priority(), reqs); err != nil {
 			if errors.Is(err, context.Canceled) && h.Canceled() {
@@ -127,11 +132,9 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 			return nil, err
 		}
 		if err := h.RecordLocks(ctx, EncodeLocks(held.Held())); err != nil {
-			held.Release()
 			return nil, err
 		}
 	}
-	defer held.Release()
 	if h.Resumed() {
 		_ = h.Log(ctx, "message", fmt.Sprintf("resumed after a master restart at step %d", cursor))
 	} else if err := h.SetRunning(ctx); err != nil {
@@ -155,15 +158,7 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 				// resumes at this step on the next start.
 				return nil, ctx.Err()
 			}
-			if r, ok := lu.(Reverter); ok {
-				rs := &StepCtx{p: p, h: h, step: i, op: op, revert: true}
-				r.Revert(context.WithoutCancel(ctx), rs, err)
-				if rs.tx != nil && !rs.tx.Empty() {
-					if cerr := p.Cfg.Commit(context.WithoutCancel(ctx), rs.tx); cerr != nil {
-						p.Log.Error("revert could not update the configuration", "job", h.JobID(), "err", cerr)
-					}
-				}
-			}
+			p.revert(ctx, lu, h, op, i, err)
 			return nil, err
 		}
 		plan, err := json.Marshal(lu)
@@ -176,9 +171,15 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 		}
 		res, err := h.CommitStep(ctx, c)
 		if err != nil {
-			if errors.Is(err, jobqueue.ErrConflict) {
-				return nil, ecode.Errorf(ecode.TempNoRes, "step %q of %s: the configuration changed concurrently; retry", steps[i].Name, op.ID)
+			if ctx.Err() != nil && !h.Canceled() {
+				return nil, ctx.Err()
 			}
+			if errors.Is(err, jobqueue.ErrConflict) {
+				err = ecode.Errorf(ecode.TempNoRes, "step %q of %s: the configuration changed concurrently; retry", steps[i].Name, op.ID)
+			}
+			// The step acted on nodes but its record did not commit (a
+			// kill-cancel or a conflict): undo what it did, as for a failure.
+			p.revert(ctx, lu, h, op, i, err)
 			return nil, err
 		}
 		if sc.tx != nil {
@@ -189,6 +190,22 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 		}
 	}
 	return lu.Result(), nil
+}
+
+// revert lets a unit undo a partly done change and commits the
+// configuration side of the undo.
+func (p *Processor) revert(ctx context.Context, lu LU, h *jobqueue.OpHandle, op *opcodes.Op, step int, cause error) {
+	r, ok := lu.(Reverter)
+	if !ok {
+		return
+	}
+	rs := &StepCtx{p: p, h: h, step: step, op: op, revert: true}
+	r.Revert(context.WithoutCancel(ctx), rs, cause)
+	if rs.tx != nil && !rs.tx.Empty() {
+		if err := p.Cfg.Commit(context.WithoutCancel(ctx), rs.tx); err != nil {
+			p.Log.Error("revert could not update the configuration", "job", h.JobID(), "err", err)
+		}
+	}
 }
 
 func acquireAll(ctx context.Context, m *locking.Manager, held *locking.Held, prio int, reqs []locking.Request) error {

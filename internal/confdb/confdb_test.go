@@ -68,6 +68,24 @@ func TestIndexesAndConflicts(t *testing.T) {
 	if err := db.Commit(ctx, tx2); !errors.Is(err, ErrConflict) || ecode.ClassOf(err) != ecode.TempNoRes {
 		t.Fatalf("lost update not detected: %v", err)
 	}
+	// A copy read before another writer's commit cannot overwrite it.
+	old, _ := db.Instance("a")
+	fresh, _ := db.Instance("a")
+	fresh.OS = "three"
+	tx = db.Begin()
+	tx.PutInstance(fresh)
+	if err := db.Commit(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	old.OS = "stale"
+	tx = db.Begin()
+	tx.PutInstance(old)
+	if err := db.Commit(ctx, tx); !errors.Is(err, ErrConflict) {
+		t.Fatalf("stale copy overwrote a newer commit: %v", err)
+	}
+	if cur, _ := db.Instance("a"); cur.OS != "three" {
+		t.Fatalf("OS is %q", cur.OS)
+	}
 	// Rename moves the name index; the old name is free again.
 	r, _ := db.Instance("a")
 	r.Name = "renamed"

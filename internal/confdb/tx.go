@@ -59,8 +59,11 @@ func (tx *Tx) put(key string, v any) {
 // PutCluster stores the cluster object (serial and mtime bumped).
 func (tx *Tx) PutCluster(c *config.Cluster) {
 	tx.db.mu.RLock()
-	rev := tx.db.cluster.rev
+	rev, serial := tx.db.cluster.rev, tx.db.cluster.obj.Serial
 	tx.db.mu.RUnlock()
+	if c.Serial != serial {
+		rev = staleRev
+	}
 	c.Touch(tx.db.now())
 	tx.cmp(store.ModRevisionIs(keyCluster, rev))
 	tx.put(keyCluster, c)
@@ -72,8 +75,9 @@ func (tx *Tx) PutNode(n *config.Node) {
 	tx.db.mu.RLock()
 	old, exists := tx.db.nodes[n.UUID]
 	tx.db.mu.RUnlock()
+	rev := readRev(exists, old.rev, serialOf(exists, old.obj), n.Serial)
 	n.Touch(tx.db.now())
-	tx.putNamed(pfxNode+n.UUID, pfxNameNode, exists, old.rev, nameOf(exists, old.obj), n.Name, n.UUID)
+	tx.putNamed(pfxNode+n.UUID, pfxNameNode, exists, rev, nameOf(exists, old.obj), n.Name, n.UUID)
 	tx.put(pfxNode+n.UUID, n)
 	tx.nodes = append(tx.nodes, n)
 }
@@ -96,14 +100,39 @@ func (tx *Tx) PutGroup(g *config.NodeGroup) {
 	tx.db.mu.RLock()
 	old, exists := tx.db.groups[g.UUID]
 	tx.db.mu.RUnlock()
+	rev := readRev(exists, old.rev, serialOf(exists, old.obj), g.Serial)
 	g.Touch(tx.db.now())
-	tx.putNamed(pfxGroup+g.UUID, pfxNameGroup, exists, old.rev, nameOf(exists, old.obj), g.Name, g.UUID)
+	tx.putNamed(pfxGroup+g.UUID, pfxNameGroup, exists, rev, nameOf(exists, old.obj), g.Name, g.UUID)
 	tx.put(pfxGroup+g.UUID, g)
 	tx.groups = append(tx.groups, g)
 }
 
-// named is any configuration object with a name.
-type named interface{ GetName() string }
+// named is any configuration object with a name and a serial number.
+type named interface {
+	GetName() string
+	GetSerial() int64
+}
+
+// staleRev is a revision no key has: a compare against it always fails.
+const staleRev = -1
+
+func serialOf[T named](exists bool, obj T) int64 {
+	if !exists {
+		return 0
+	}
+	return obj.GetSerial()
+}
+
+// readRev is the revision to compare against. The cache holds the newest
+// committed object; when the caller's copy has an older serial number it
+// was read before a commit it has not seen, and writing it would lose that
+// change: the transaction must fail.
+func readRev(exists bool, rev, cachedSerial, callerSerial int64) int64 {
+	if exists && cachedSerial != callerSerial {
+		return staleRev
+	}
+	return rev
+}
 
 func nameOf[T named](exists bool, obj T) string {
 	if !exists {
@@ -134,10 +163,11 @@ func (tx *Tx) PutInstance(i *config.Instance) {
 	tx.db.mu.RLock()
 	old, exists := tx.db.instances[i.UUID]
 	tx.db.mu.RUnlock()
+	rev := readRev(exists, old.rev, serialOf(exists, old.obj), i.Serial)
 	i.Touch(tx.db.now())
 	key := pfxInstance + i.UUID
 	oldMACs := map[string]bool{}
-	tx.putNamed(key, pfxNameInst, exists, old.rev, nameOf(exists, old.obj), i.Name, i.UUID)
+	tx.putNamed(key, pfxNameInst, exists, rev, nameOf(exists, old.obj), i.Name, i.UUID)
 	if exists {
 		for _, n := range old.obj.NICs {
 			oldMACs[n.MAC] = true

@@ -27,6 +27,9 @@ type Meta struct {
 // GetName returns the object's name.
 func (m *Meta) GetName() string { return m.Name }
 
+// GetSerial returns the object's serial number.
+func (m *Meta) GetSerial() int64 { return m.Serial }
+
 // Touch bumps the serial number and modification time, and sets the creation
 // time and uuid of a new object.
 func (m *Meta) Touch(now time.Time) {

@@ -59,6 +59,9 @@ type State struct {
 	IPs      []string `json:"ips"`
 	RPCPort  int      `json:"rpc_port"`
 	Procs    []Proc   `json:"procs"`
+	// Created is true when Up created the state directory, so purge may
+	// remove it whole; otherwise purge removes only what Up put there.
+	Created bool `json:"created"`
 }
 
 // RunDirFor derives a short run directory from the state directory, so unix
@@ -161,6 +164,15 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if _, err := os.Stat(filepath.Join(o.StateDir, "dev.json")); err == nil {
 		return nil, fmt.Errorf("a dev cluster already exists in %s: run 'corral dev down --state-dir %s' first (add --purge to remove its state)", o.StateDir, o.StateDir)
 	}
+	created := false
+	if ents, err := os.ReadDir(o.StateDir); err == nil && len(ents) > 0 {
+		return nil, fmt.Errorf("state directory %s exists and is not empty: give a new or empty directory", o.StateDir)
+	} else if os.IsNotExist(err) {
+		if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
+			return nil, err
+		}
+		created = true
+	}
 	for _, b := range []string{"corrald", "corral-node"} {
 		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("%s not found in %s (run 'make build')", b, o.BinDir)
@@ -172,7 +184,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	}
 	runDir := RunDirFor(o.StateDir)
 	l := bootstrap.Layout{StateDir: o.StateDir, RunDir: runDir}
-	st := &State{StateDir: o.StateDir, RunDir: runDir, Socket: l.Socket(), Master: "node1", IPs: ips, RPCPort: rpcPort}
+	st := &State{StateDir: o.StateDir, RunDir: runDir, Socket: l.Socket(), Master: "node1", IPs: ips, RPCPort: rpcPort, Created: created}
 	hvp := map[string]config.Params{}
 	if o.ImageDir != "" {
 		hvp["kvm"] = config.Params{
@@ -245,7 +257,11 @@ func Up(ctx context.Context, o Options) (*State, error) {
 		if err := c.Call(ctx, "CreateJoinToken", []any{name, 600}, &token); err != nil {
 			return st, fmt.Errorf("join token for %s: %w", name, err)
 		}
-		out, err := exec.CommandContext(ctx, filepath.Join(o.BinDir, "corral-node"), "join", "--state-dir", l.NodeDir(nodeDirName(name)), token).CombinedOutput()
+		// The token goes through the environment, not the command line
+		// other users can read in ps.
+		join := exec.CommandContext(ctx, filepath.Join(o.BinDir, "corral-node"), "join", "--state-dir", l.NodeDir(nodeDirName(name)))
+		join.Env = append(os.Environ(), "CORRAL_JOIN_TOKEN="+token)
+		out, err := join.CombinedOutput()
 		if err != nil {
 			return st, fmt.Errorf("joining %s: %v: %s", name, err, out)
 		}

@@ -24,7 +24,8 @@ func Down(ctx context.Context, stateDir string, purge bool, logf func(string, ..
 	if err != nil {
 		return err
 	}
-	// corrald first, so it does not act on nodes that are going away.
+	// Newest first: the extra node daemons, corrald, then the master's
+	// node daemon.
 	procs := st.Procs
 	for i := len(procs) - 1; i >= 0; i-- {
 		p := procs[i]
@@ -64,8 +65,20 @@ func Down(ctx context.Context, stateDir string, purge bool, logf func(string, ..
 		return err
 	}
 	if purge {
-		logf("Removing %s", abs)
-		return os.RemoveAll(abs)
+		if st.Created {
+			logf("Removing %s", abs)
+			return os.RemoveAll(abs)
+		}
+		// Not ours to remove whole: only what Up put there.
+		logf("Removing the dev cluster's files from %s", abs)
+		for _, e := range ents {
+			if e.Name() == "logs" || e.Name() == "master" || e.Name() == "env" || e.Name() == "dev.json" || strings.HasPrefix(e.Name(), "node") {
+				if err := os.RemoveAll(filepath.Join(abs, e.Name())); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	}
 	return os.Remove(filepath.Join(abs, "dev.json"))
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/corral/corral/internal/cmdlib"
@@ -179,6 +180,10 @@ func (d *Daemon) file(name string) string { return filepath.Join(d.opts.StateDir
 
 // Serve runs the LUXI server, the join listener and the watcher.
 func (d *Daemon) Serve(ctx context.Context) error {
+	// Close must not close the store under a LUXI call or the watcher:
+	// Serve returns only after both have stopped (cancel runs first).
+	var bg sync.WaitGroup
+	defer bg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 3)
@@ -186,7 +191,11 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		Path: d.opts.SocketPath, Mode: 0o660, Group: d.opts.SocketGroup,
 		MaxConns: d.opts.MaxConns, Logger: d.log,
 	})
-	go func() { errc <- srv.Serve(ctx) }()
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		errc <- srv.Serve(ctx)
+	}()
 
 	joinAddr := d.opts.JoinListen
 	if joinAddr == "" {
@@ -214,7 +223,11 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		}()
 	}
 	if d.opts.WatcherInterval > 0 {
-		go d.watch.run(ctx, d.opts.WatcherInterval)
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			d.watch.run(ctx, d.opts.WatcherInterval)
+		}()
 	}
 	d.log.Info("corrald serving", "luxi", d.opts.SocketPath, "join", joinAddr, "epoch", d.cfg.Cluster().Epoch, "pid", os.Getpid())
 	var err error

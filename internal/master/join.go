@@ -58,8 +58,9 @@ func (d *Daemon) createJoinToken(ctx context.Context, node string, ttl time.Dura
 
 var errBadToken = ecode.Errorf(ecode.Inval, "invalid, used or expired join token")
 
-// validateJoin consumes a token: it is deleted in the same transaction that
-// checks it, so it works once.
+// validateJoin consumes a token: it is checked first (a wrong attempt does
+// not burn a valid token), then deleted by a transaction that compares its
+// revision, so it works once.
 func (d *Daemon) validateJoin(ctx context.Context, id string, s secret.Secret, node string) ([]net.IP, error) {
 	kv, err := d.st.Get(ctx, tokenPrefix+id)
 	if err != nil {
@@ -72,6 +73,10 @@ func (d *Daemon) validateJoin(ctx context.Context, id string, s secret.Secret, n
 	if err := json.Unmarshal(kv.Value, &rec); err != nil {
 		return nil, errBadToken
 	}
+	if time.Now().After(rec.Expires) || rec.Node != node || !pki.TokenSecretMatches(rec.Hash, s) {
+		d.log.Warn("join refused", "node", node, "token_id", id)
+		return nil, errBadToken
+	}
 	res, err := d.st.Txn(ctx, []store.Cmp{store.ModRevisionIs(kv.Key, kv.ModRevision)}, []store.Op{store.Delete(kv.Key)}, nil)
 	if err != nil {
 		return nil, err
@@ -79,10 +84,21 @@ func (d *Daemon) validateJoin(ctx context.Context, id string, s secret.Secret, n
 	if !res.Succeeded {
 		return nil, errBadToken
 	}
-	if time.Now().After(rec.Expires) || rec.Node != node || !pki.TokenSecretMatches(rec.Hash, s) {
-		d.log.Warn("join refused", "node", node, "token_id", id)
-		return nil, errBadToken
-	}
 	d.log.Info("node joined", "node", node, "token_id", id)
 	return nil, nil
+}
+
+// pruneTokens removes expired join tokens (the watcher calls it).
+func (d *Daemon) pruneTokens(ctx context.Context) {
+	kvs, _, err := d.st.Range(ctx, tokenPrefix, store.RangeOptions{})
+	if err != nil {
+		return
+	}
+	for _, kv := range kvs {
+		var rec tokenRecord
+		if json.Unmarshal(kv.Value, &rec) == nil && time.Now().Before(rec.Expires) {
+			continue
+		}
+		_, _ = d.st.Txn(ctx, []store.Cmp{store.ModRevisionIs(kv.Key, kv.ModRevision)}, []store.Op{store.Delete(kv.Key)}, nil)
+	}
 }

@@ -19,14 +19,28 @@ const (
 // watcher restarts instances that should run but do not, and archives old
 // jobs. It runs inside corrald on the master only.
 type watcher struct {
-	d     *Daemon
-	mu    sync.Mutex
-	tries map[string]int // instance uuid -> restart attempts
-	given map[string]bool
+	d       *Daemon
+	mu      sync.Mutex
+	tries   map[string]int   // instance uuid -> restart attempts
+	given   map[string]bool  // instance uuid -> gave up (reported once)
+	pending map[string]int64 // instance uuid -> restart job not yet finished
 }
 
 func newWatcher(d *Daemon) *watcher {
-	return &watcher{d: d, tries: map[string]int{}, given: map[string]bool{}}
+	return &watcher{d: d, tries: map[string]int{}, given: map[string]bool{}, pending: map[string]int64{}}
+}
+
+// jobDone reports whether a job has finished (or is unknown).
+func (w *watcher) jobDone(ctx context.Context, id int64) bool {
+	rows, err := w.d.queue.Query(ctx, []int64{id}, []string{"status"})
+	if err != nil || len(rows) == 0 || rows[0] == nil {
+		return true
+	}
+	switch rows[0][0] {
+	case "success", "error", "canceled":
+		return true
+	}
+	return false
 }
 
 func (w *watcher) run(ctx context.Context, every time.Duration) {
@@ -53,10 +67,29 @@ func (w *watcher) once(ctx context.Context) {
 		d.log.Debug("watcher paused")
 		return
 	}
+	d.pruneTokens(ctx)
 	live := d.gatherInstances(ctx, d.cfg.Nodes())
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, inst := range d.cfg.Instances() {
+	insts := d.cfg.Instances()
+	known := map[string]bool{}
+	for _, inst := range insts {
+		known[inst.UUID] = true
+	}
+	for u := range w.tries {
+		if !known[u] {
+			delete(w.tries, u)
+			delete(w.given, u)
+			delete(w.pending, u)
+		}
+	}
+	for _, inst := range insts {
+		if id, ok := w.pending[inst.UUID]; ok {
+			if !w.jobDone(ctx, id) {
+				continue // its restart is still queued or running
+			}
+			delete(w.pending, inst.UUID)
+		}
 		if inst.AdminState != config.AdminUp {
 			delete(w.tries, inst.UUID)
 			delete(w.given, inst.UUID)
@@ -86,6 +119,7 @@ func (w *watcher) once(ctx context.Context) {
 			d.log.Warn("watcher: cannot submit restart", "instance", inst.Name, "err", err)
 			continue
 		}
+		w.pending[inst.UUID] = id
 		d.log.Info("watcher: restarting instance", "instance", inst.Name, "job", id, "try", w.tries[inst.UUID])
 	}
 	if n, _, err := d.queue.AutoArchive(ctx, archiveAge, 30*time.Second); err != nil {

@@ -53,6 +53,14 @@ func (s *Server) instanceStart(ctx context.Context, a nodeapi.InstanceArgs) (any
 	if err != nil {
 		return nil, err
 	}
+	if r, err := h.Info(ctx, in.Name); err == nil && r != nil && r.UUID == in.UUID {
+		return nil, nil // already running: touch neither its disks nor its network
+	}
+	if m := in.HVParams["security_model"]; m != "" && m != "none" {
+		// Disks and taps are handed to corral-qemu; other users arrive with
+		// the uid pool and per-instance confinement.
+		return nil, ecode.Errorf(ecode.Inval, "security_model %q is not available in this version (use none: qemu runs as %s)", m, s.opts.QemuUser)
+	}
 	if in.Hypervisor == hypervisor.KVM {
 		// qemu runs unprivileged: it must be able to open its disks, and
 		// nobody else may read them.
@@ -63,9 +71,9 @@ func (s *Server) instanceStart(ctx context.Context, a nodeapi.InstanceArgs) (any
 				}
 			}
 		}
-		for _, n := range spec.NICs {
+		for i, n := range spec.NICs {
 			if err := netdev.CreateTap(n.Tap, s.opts.QemuUser, n.Mode, n.Link, n.IP); err != nil {
-				s.deleteTaps(spec)
+				s.deleteTaps(hypervisor.InstanceSpec{NICs: spec.NICs[:i]})
 				return nil, ecode.Errorf(ecode.Environ, "network for NIC %d of %s: %v", n.Index, in.Name, err)
 			}
 		}

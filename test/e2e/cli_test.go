@@ -32,6 +32,7 @@ func TestCLI(t *testing.T) {
 				OSDir: filepath.Join(repoDir, "os"), Hypervisors: []string{"fake"}})
 			env.Defer(func() {
 				_ = devcluster.Down(context.Background(), dir, true, func(string, ...any) {})
+				_ = os.Remove(dir)
 			})
 			if err != nil {
 				return err

@@ -130,6 +130,7 @@ func (c *cluster) down() {
 	if err := devcluster.Down(ctx, c.dir, true, func(string, ...any) {}); err != nil {
 		c.t.Logf("dev down: %v", err)
 	}
+	_ = os.Remove(c.dir)
 }
 
 func (c *cluster) dumpLogs() {
