@@ -115,7 +115,7 @@ func TestKVMInstanceBoots(t *testing.T) {
 	op := map[string]any{
 		"OP_ID": "OP_INSTANCE_CREATE", "instance_name": "vm1", "disk_template": "file",
 		"disks": []any{map[string]any{"size": 64}}, "os_type": "tiny+default",
-		"nics": []any{map[string]any{"mode": "bridged", "link": br}},
+		"nics":       []any{map[string]any{"mode": "bridged", "link": br}},
 		"hypervisor": "kvm", "beparams": map[string]any{"memory": 256}, "pnode": "node1",
 		"osparams": map[string]any{"marker": "e2e-marker"},
 	}
