@@ -142,6 +142,9 @@ func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	return nil
 }
 
+// createStepStart is the index of the "start" step below.
+const createStepStart = 3
+
 func (lu *instanceCreateLU) Steps() []Step {
 	return []Step{
 		{"reserve", func(ctx context.Context, s *StepCtx) error {
@@ -205,6 +208,16 @@ func (lu *instanceCreateLU) Steps() []Step {
 // Revert removes what a failed create left: disks and the reservation.
 func (lu *instanceCreateLU) Revert(ctx context.Context, s *StepCtx, failed error) {
 	if lu.Inst == nil {
+		return
+	}
+	if s.step >= createStepStart {
+		// As Ganeti: an installed instance that fails to start stays, so
+		// the operator can look at it; only the job fails. Make sure it is
+		// not left running while the configuration says down.
+		s.Logf(ctx, "Instance %s was created but not started: %v", lu.Inst.Name, failed)
+		if node, ok := s.Cfg().Node(lu.Node); ok {
+			_ = s.RPC(ctx, node, nodeapi.InstanceShutdown, nodeapi.ShutdownArgs{Instance: s.p.Spec(lu.Inst), Force: true}, nil)
+		}
 		return
 	}
 	s.Logf(ctx, "Creation failed (%v); removing what was created", failed)
