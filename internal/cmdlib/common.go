@@ -128,15 +128,20 @@ func (p *Processor) nodeFacts(ctx context.Context, n *config.Node, hv, template 
 // a node (every instance whose primary it is).
 func (p *Processor) reserved(nodeUUID string, exclude string) (memMiB, diskMiB int64) {
 	c := p.Cfg.Cluster()
-	for _, i := range p.Cfg.Instances() {
+	p.Cfg.VisitInstances(func(i *config.Instance) bool {
 		if i.PrimaryNode != nodeUUID || i.UUID == exclude {
-			continue
+			return true
 		}
-		memMiB += config.MemoryMiB(config.Fill(c.BEParams, i.BEParams))
+		mem := config.MemoryMiB(c.BEParams)
+		if v, ok := i.BEParams["maxmem"]; ok {
+			mem = int64(config.ParamInt(v, int(mem)))
+		}
+		memMiB += mem
 		for _, d := range i.Disks {
 			diskMiB += d.SizeMiB
 		}
-	}
+		return true
+	})
 	return
 }
 

@@ -142,6 +142,16 @@ func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	return nil
 }
 
+// ReleaseAfter gives back the node-allocation lock and the other nodes'
+// shared locks once the instance (and so its capacity) is reserved in the
+// configuration: other creates may place instances meanwhile.
+func (lu *instanceCreateLU) ReleaseAfter(step int) []locking.Level {
+	if step == 0 {
+		return []locking.Level{locking.LevelNodeAlloc}
+	}
+	return nil
+}
+
 // createStepStart is the index of the "start" step below.
 const createStepStart = 3
 

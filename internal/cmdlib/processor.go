@@ -44,6 +44,13 @@ type LU interface {
 	Result() any
 }
 
+// Releaser is implemented by units that can give back some lock levels
+// once a step has committed (Ganeti drops the node-allocation lock once the
+// node is chosen and reserved).
+type Releaser interface {
+	ReleaseAfter(step int) []locking.Level
+}
+
 // Reverter is implemented by units that can undo a partly done change when a
 // step fails (for example a create that leaves disks behind).
 type Reverter interface {
@@ -187,6 +194,15 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 		}
 		if sc.afterCommit != nil {
 			sc.afterCommit(res.ChildIDs)
+		}
+		if r, ok := lu.(Releaser); ok {
+			if levels := r.ReleaseAfter(i); len(levels) > 0 {
+				held.Release(levels...)
+				// The job's record must say what it still holds, for a resume.
+				if err := h.RecordLocks(ctx, EncodeLocks(held.Held())); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	return lu.Result(), nil

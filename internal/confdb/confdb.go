@@ -221,6 +221,21 @@ func (db *DB) Instances() []*config.Instance {
 	return out
 }
 
+// VisitInstances calls fn for every instance without copying them, under
+// the read lock: fn must not modify the instance, keep it, or call back
+// into the DB. It stops when fn returns false. For scans on hot paths
+// (capacity reservations) where cloning every instance would cost O(N)
+// allocations per call.
+func (db *DB) VisitInstances(fn func(*config.Instance) bool) {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	for _, e := range db.instances {
+		if !fn(e.obj) {
+			return
+		}
+	}
+}
+
 // MACInUse reports whether a MAC belongs to an instance.
 func (db *DB) MACInUse(mac string) bool {
 	db.mu.RLock()
