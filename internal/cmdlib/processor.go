@@ -13,8 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/corral/corral/internal/confdb"
 	"github.com/corral/corral/internal/config"
@@ -87,6 +89,11 @@ func owner(h *jobqueue.OpHandle) string {
 	return fmt.Sprintf("job %d/op %d %s", h.JobID(), h.OpIndex(), h.OpID())
 }
 
+// recoverTimeout bounds re-acquiring an op's recorded locks at start-up:
+// recorded locks never conflict, so waiting means a broken record, and the
+// op then fails instead of the master never starting.
+const recoverTimeout = 30 * time.Second
+
 // Recover re-acquires the locks an op held when the master stopped.
 func (p *Processor) Recover(ctx context.Context, h *jobqueue.OpHandle) error {
 	reqs, err := DecodeLocks(h.RecordedLocks())
@@ -94,8 +101,11 @@ func (p *Processor) Recover(ctx context.Context, h *jobqueue.OpHandle) error {
 		return err
 	}
 	held := p.Locks.NewOwner(owner(h))
-	if err := acquireAll(ctx, p.Locks, held, h.Priority(), reqs); err != nil {
-		return err
+	rctx, cancel := context.WithTimeout(ctx, recoverTimeout)
+	defer cancel()
+	if err := acquireAll(rctx, p.Locks, held, h.Priority(), reqs); err != nil {
+		p.Log.Error("cannot re-acquire the recorded locks of an op", "job", h.JobID(), "op", h.OpIndex(), "locks", h.RecordedLocks(), "err", err)
+		return ecode.ExecErrorf("cannot re-acquire the locks this op held before the master restarted: %v", err)
 	}
 	p.mu.Lock()
 	p.recovered[opKey(h)] = held
@@ -114,7 +124,9 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 	if !resumed {
 		held = p.Locks.NewOwner(owner(h))
 	}
-	defer held.Release()
+	// Locks go back only once the op's outcome is durable (and with it the
+	// cleared lock record): see jobqueue.OpHandle.OnOutcome.
+	h.OnOutcome(func() { held.Release() })
 
 	op, err := p.Ops.Decode(h.Input())
 	if err != nil {
@@ -197,11 +209,19 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 		}
 		if r, ok := lu.(Releaser); ok {
 			if levels := r.ReleaseAfter(i); len(levels) > 0 {
-				held.Release(levels...)
-				// The job's record must say what it still holds, for a resume.
-				if err := h.RecordLocks(ctx, EncodeLocks(held.Held())); err != nil {
+				// Record the smaller set first: another job may take the
+				// released locks and record them at once, and the records
+				// must never show one exclusive lock held twice.
+				var keep []locking.Request
+				for _, req := range held.Held() {
+					if !slices.Contains(levels, req.Level) {
+						keep = append(keep, req)
+					}
+				}
+				if err := h.RecordLocks(ctx, EncodeLocks(keep)); err != nil {
 					return nil, err
 				}
+				held.Release(levels...)
 			}
 		}
 	}

@@ -220,6 +220,8 @@ func (q *Queue) runOp(j *job, idx int, resumed bool) outcome {
 		return outContinue
 	}
 	h := q.newHandle(j, idx, resumed)
+	// Runs after the outcome below is written (deferred calls run last).
+	defer h.runOutcome()
 	res, err := q.callRunOp(ctx, h)
 	j.mu.Lock()
 	j.opCancel = nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/corral/corral/internal/store"
@@ -17,6 +18,31 @@ type OpHandle struct {
 	j       *job
 	idx     int
 	resumed bool
+
+	mu        sync.Mutex
+	onOutcome []func()
+}
+
+// OnOutcome registers fn to run once the op's outcome (success, error,
+// cancel, suspension) is durable, or once the queue abandons the op because
+// it is stopping. A runner releases its locks here: releasing them earlier
+// would let another job take and record them while this op's record still
+// says it holds them, and a crash in between would leave two jobs recorded
+// as holding one exclusive lock.
+func (h *OpHandle) OnOutcome(fn func()) {
+	h.mu.Lock()
+	h.onOutcome = append(h.onOutcome, fn)
+	h.mu.Unlock()
+}
+
+func (h *OpHandle) runOutcome() {
+	h.mu.Lock()
+	fns := h.onOutcome
+	h.onOutcome = nil
+	h.mu.Unlock()
+	for i := len(fns) - 1; i >= 0; i-- {
+		fns[i]()
+	}
 }
 
 // StepCommit is one step of a logical unit, committed atomically: the
