@@ -11,6 +11,7 @@ import (
 
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/jobqueue"
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/nodeapi"
 	"github.com/corral/corral/internal/opcodes"
@@ -90,11 +91,26 @@ func (lu *testDelayLU) once(ctx context.Context, s *StepCtx, d time.Duration) er
 	}
 	if op.Bool("on_master") && d > 0 {
 		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
+		defer t.Stop()
+		// An interruptible delay notices a kill-cancel while it sleeps.
+		var poll <-chan time.Time
+		if op.Bool("interruptible") {
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			poll = tick.C
+		}
+	wait:
+		for {
+			select {
+			case <-t.C:
+				break wait
+			case <-poll:
+				if s.h.Canceled() {
+					return jobqueue.ErrCanceled
+				}
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}
 	for ; n > 0; n-- {

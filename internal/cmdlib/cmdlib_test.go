@@ -297,3 +297,33 @@ func TestNodeFlags(t *testing.T) {
 		t.Fatal("node remove failed")
 	}
 }
+
+func TestInterruptibleDelayKill(t *testing.T) {
+	e := openEnv(t, filepath.Join(t.TempDir(), "s.db"), newNodeDouble(), true)
+	defer e.close()
+	raw, _ := json.Marshal(map[string]any{"OP_ID": "OP_TEST_DELAY", "duration": 30, "interruptible": true})
+	id, err := e.q.Submit(context.Background(), []json.RawMessage{raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		rows, _ := e.q.Query(ctx, []int64{id}, []string{"status"})
+		if rows[0][0] == "running" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("job never ran")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, _, err := e.q.Cancel(ctx, id, true); err != nil {
+		t.Fatal(err)
+	}
+	// e.wait gives up after 20 s, well before the 30 s delay would end:
+	// only an interrupted delay is canceled in time.
+	if st, _ := e.wait(t, id); st != "canceled" {
+		t.Fatalf("status %s, want canceled", st)
+	}
+}
