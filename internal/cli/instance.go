@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -146,24 +147,9 @@ disk_usage, nic.count, nic.macs, nic.ips, nic.modes, nic.links, network_port,
 be/memory, be/vcpus, beparams, hvparams, osparams, tags, ctime, mtime,
 serial_no.`,
 		Example: "  corral instance list\n  corral instance list -o name,status --no-headers\n  corral instance list -o +disk.sizes --units g web1 web2",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			fields, err := selectFields(o.output, defaultInstanceFields())
-			if err != nil {
-				return err
-			}
-			f, err := a.newFormatter(&o)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			return a.env.withClient(ctx, func(c *luxi.Client) error {
-				rows, err := c.QueryInstances(ctx, args, fields, false)
-				if err != nil {
-					return err
-				}
-				return f.writeTable(cmd.OutOrStdout(), &o, instanceField, fields, rows)
-			})
-		},
+		RunE: a.listRun(&o, defaultInstanceFields(), instanceField, func(ctx context.Context, c *luxi.Client, names, fields []string) ([][]any, error) {
+			return c.QueryInstances(ctx, names, fields, false)
+		}),
 	}
 	addListFlags(cmd, &o, defaultInstanceFields(), true)
 	return cmd

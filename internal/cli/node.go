@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -68,24 +69,9 @@ master_capable, vm_capable, offline, drained, mtotal, mnode, mfree, dtotal,
 dfree, ctotal, pinst_cnt, pinst_list, sinst_cnt, sinst_list, ndparams, tags,
 ctime, mtime, serial_no.`,
 		Example: "  corral node list\n  corral node list -o name,pip,role --no-headers\n  corral node list -o +pip --separator :",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			fields, err := selectFields(o.output, defaultNodeFields())
-			if err != nil {
-				return err
-			}
-			f, err := a.newFormatter(&o)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			return a.env.withClient(ctx, func(c *luxi.Client) error {
-				rows, err := c.QueryNodes(ctx, args, fields, false)
-				if err != nil {
-					return err
-				}
-				return f.writeTable(cmd.OutOrStdout(), &o, nodeField, fields, rows)
-			})
-		},
+		RunE: a.listRun(&o, defaultNodeFields(), nodeField, func(ctx context.Context, c *luxi.Client, names, fields []string) ([][]any, error) {
+			return c.QueryNodes(ctx, names, fields, false)
+		}),
 	}
 	addListFlags(cmd, &o, defaultNodeFields(), true)
 	return cmd

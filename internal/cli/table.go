@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+
+	"github.com/corral/corral/internal/luxi"
 )
 
 // fieldKind decides how a field's values are printed and aligned.
@@ -447,4 +450,30 @@ func allNumbers(rows [][]any, i int) bool {
 		seen = true
 	}
 	return seen
+}
+
+// queryRows fetches the rows of a list command.
+type queryRows func(ctx context.Context, c *luxi.Client, names, fields []string) ([][]any, error)
+
+// listRun is the body the list commands share: pick the fields, query the
+// master, print the table.
+func (a *app) listRun(o *listOpts, defaults []string, defs fieldTable, query queryRows) func(cmd *cobra.Command, args []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		fields, err := selectFields(o.output, defaults)
+		if err != nil {
+			return err
+		}
+		f, err := a.newFormatter(o)
+		if err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		return a.env.withClient(ctx, func(c *luxi.Client) error {
+			rows, err := query(ctx, c, args, fields)
+			if err != nil {
+				return err
+			}
+			return f.writeTable(cmd.OutOrStdout(), o, defs, fields, rows)
+		})
+	}
 }
