@@ -119,13 +119,9 @@ func (a *app) jobInfoCmd() *cobra.Command {
 		Example: "  corral job info 42\n  corral job info 41 42",
 		Args:    minArgs(1, "at least one job id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ids := make([]int64, len(args))
-			for i, s := range args {
-				id, err := parseJobID(s)
-				if err != nil {
-					return err
-				}
-				ids[i] = id
+			ids, err := parseJobIDs(args)
+			if err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			return a.env.withClient(ctx, func(c *luxi.Client) error {
@@ -285,13 +281,9 @@ func (a *app) jobArchiveCmd() *cobra.Command {
 		Example: "  corral job archive 40 41",
 		Args:    minArgs(1, "at least one job id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ids := make([]int64, len(args))
-			for i, s := range args {
-				id, err := parseJobID(s)
-				if err != nil {
-					return err
-				}
-				ids[i] = id
+			ids, err := parseJobIDs(args)
+			if err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			return a.env.withClient(ctx, func(c *luxi.Client) error {

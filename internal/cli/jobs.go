@@ -237,6 +237,19 @@ func (p *progress) stop() {
 }
 
 // parseJobID reads a job id argument.
+// parseJobIDs parses every argument as a job id.
+func parseJobIDs(args []string) ([]int64, error) {
+	ids := make([]int64, len(args))
+	for i, s := range args {
+		id, err := parseJobID(s)
+		if err != nil {
+			return nil, err
+		}
+		ids[i] = id
+	}
+	return ids, nil
+}
+
 func parseJobID(s string) (int64, error) {
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id < 0 {
