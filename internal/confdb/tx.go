@@ -90,8 +90,7 @@ func (tx *Tx) DeleteNode(n *config.Node) {
 	if !exists {
 		return
 	}
-	tx.cmp(store.ModRevisionIs(pfxNode+n.UUID, old.rev))
-	tx.ops = append(tx.ops, store.Delete(pfxNode+n.UUID), store.Delete(pfxNameNode+old.obj.Name))
+	tx.deleteNamed(pfxNode+n.UUID, pfxNameNode+old.obj.Name, old.rev)
 	tx.delNodes = append(tx.delNodes, old.obj)
 }
 
@@ -105,6 +104,13 @@ func (tx *Tx) PutGroup(g *config.NodeGroup) {
 	tx.putNamed(pfxGroup+g.UUID, pfxNameGroup, exists, rev, nameOf(exists, old.obj), g.Name, g.UUID)
 	tx.put(pfxGroup+g.UUID, g)
 	tx.groups = append(tx.groups, g)
+}
+
+// deleteNamed removes an object and its name index key, if nobody changed
+// the object since the cache saw it at rev.
+func (tx *Tx) deleteNamed(key, nameKey string, rev int64) {
+	tx.cmp(store.ModRevisionIs(key, rev))
+	tx.ops = append(tx.ops, store.Delete(key), store.Delete(nameKey))
 }
 
 // named is any configuration object with a name and a serial number.
@@ -199,8 +205,7 @@ func (tx *Tx) DeleteInstance(i *config.Instance) {
 	if !exists {
 		return
 	}
-	tx.cmp(store.ModRevisionIs(pfxInstance+i.UUID, old.rev))
-	tx.ops = append(tx.ops, store.Delete(pfxInstance+i.UUID), store.Delete(pfxNameInst+old.obj.Name))
+	tx.deleteNamed(pfxInstance+i.UUID, pfxNameInst+old.obj.Name, old.rev)
 	for _, n := range old.obj.NICs {
 		tx.ops = append(tx.ops, store.Delete(pfxMAC+n.MAC))
 	}

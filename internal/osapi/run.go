@@ -133,28 +133,17 @@ func (r *Runner) RunVerify(ctx context.Context, o *OS, variant string, params ma
 // RunExport runs the export script for one disk; the script's stdout (the
 // disk stream) goes to w, its stderr to the log.
 func (r *Runner) RunExport(ctx context.Context, o *OS, inst Instance, diskIndex int, w io.Writer) (string, error) {
-	if err := usable(o); err != nil {
-		return "", err
-	}
-	if err := checkDiskIndex(inst, diskIndex); err != nil {
-		return "", err
-	}
-	env := instanceEnv(o, inst)
-	d := inst.Disks[diskIndex]
-	env["EXPORT_INDEX"] = strconv.Itoa(diskIndex)
-	if d.Path != "" {
-		env["EXPORT_DISK_PATH"] = d.Path
-		env["EXPORT_DEVICE"] = d.Path
-	}
-	setIf(env, "EXPORT_DISK_URI", d.URI)
-	return r.run(ctx, o, scriptRun{
-		kind: kindExport, script: ScriptExport, env: env, stdout: w,
-		logName: []string{inst.OS, inst.Name, "disk" + strconv.Itoa(diskIndex)}, instance: inst.Name,
-	})
+	return r.runDiskStream(ctx, o, inst, diskIndex, scriptRun{kind: kindExport, script: ScriptExport, stdout: w}, "EXPORT")
 }
 
 // RunImport runs the import script for one disk, feeding rd to its stdin.
 func (r *Runner) RunImport(ctx context.Context, o *OS, inst Instance, diskIndex int, rd io.Reader) (string, error) {
+	return r.runDiskStream(ctx, o, inst, diskIndex, scriptRun{kind: kindImport, script: ScriptImport, stdin: rd}, "IMPORT")
+}
+
+// runDiskStream runs an export or import script for one disk, with the
+// <prefix>_INDEX, _DISK_PATH, _DEVICE and _DISK_URI variables of the OS API.
+func (r *Runner) runDiskStream(ctx context.Context, o *OS, inst Instance, diskIndex int, run scriptRun, prefix string) (string, error) {
 	if err := usable(o); err != nil {
 		return "", err
 	}
@@ -163,16 +152,16 @@ func (r *Runner) RunImport(ctx context.Context, o *OS, inst Instance, diskIndex 
 	}
 	env := instanceEnv(o, inst)
 	d := inst.Disks[diskIndex]
-	env["IMPORT_INDEX"] = strconv.Itoa(diskIndex)
+	env[prefix+"_INDEX"] = strconv.Itoa(diskIndex)
 	if d.Path != "" {
-		env["IMPORT_DISK_PATH"] = d.Path
-		env["IMPORT_DEVICE"] = d.Path
+		env[prefix+"_DISK_PATH"] = d.Path
+		env[prefix+"_DEVICE"] = d.Path
 	}
-	setIf(env, "IMPORT_DISK_URI", d.URI)
-	return r.run(ctx, o, scriptRun{
-		kind: kindImport, script: ScriptImport, env: env, stdin: rd,
-		logName: []string{inst.OS, inst.Name, "disk" + strconv.Itoa(diskIndex)}, instance: inst.Name,
-	})
+	setIf(env, prefix+"_DISK_URI", d.URI)
+	run.env = env
+	run.logName = []string{inst.OS, inst.Name, "disk" + strconv.Itoa(diskIndex)}
+	run.instance = inst.Name
+	return r.run(ctx, o, run)
 }
 
 func usable(o *OS) error {
