@@ -70,10 +70,15 @@ func (d *Daemon) instanceRows(ctx context.Context, names []string, live bool) ([
 	if live {
 		facts = d.gatherInstances(ctx, d.cfg.Nodes())
 	}
+	// One copy of each node, not one per instance.
+	nodes := map[string]*config.Node{}
+	for _, n := range d.cfg.Nodes() {
+		nodes[n.UUID] = n
+	}
 	rows := make([]*query.InstanceRow, 0, len(insts))
 	for _, i := range insts {
 		r := &query.InstanceRow{Inst: i, Cluster: c, LiveState: query.RSNoData}
-		if n, ok := d.cfg.Node(i.PrimaryNode); ok {
+		if n, ok := nodes[i.PrimaryNode]; ok {
 			r.PNode = n
 			if n.Offline {
 				r.LiveState = query.RSOffline
