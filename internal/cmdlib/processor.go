@@ -204,9 +204,6 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 		if sc.tx != nil {
 			p.Cfg.Apply(sc.tx, res.Revision)
 		}
-		if sc.afterCommit != nil {
-			sc.afterCommit(res.ChildIDs)
-		}
 		if r, ok := lu.(Releaser); ok {
 			if levels := r.ReleaseAfter(i); len(levels) > 0 {
 				// Record the smaller set first: another job may take the
@@ -283,15 +280,14 @@ func DecodeLocks(recs []string) ([]locking.Request, error) {
 
 // StepCtx is what a step works with.
 type StepCtx struct {
-	p           *Processor
-	h           *jobqueue.OpHandle
-	op          *opcodes.Op
-	step        int
-	seq         int
-	tx          *confdb.Tx
-	children    [][]json.RawMessage
-	afterCommit func(childIDs []int64)
-	revert      bool
+	p        *Processor
+	h        *jobqueue.OpHandle
+	op       *opcodes.Op
+	step     int
+	seq      int
+	tx       *confdb.Tx
+	children [][]json.RawMessage
+	revert   bool
 }
 
 // Cfg is the configuration.

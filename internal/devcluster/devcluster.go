@@ -207,7 +207,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 		return os.WriteFile(filepath.Join(o.StateDir, "dev.json"), b, 0o644)
 	}
 	startNode := func(name, ip string) error {
-		args := []string{"--state-dir", l.NodeDir(nodeDirName(name)), "--run-dir", l.NodeRunDir(nodeRunName(name)),
+		args := []string{"--state-dir", l.NodeDir(name), "--run-dir", l.NodeRunDir(name),
 			"--listen", net.JoinHostPort(ip, strconv.Itoa(rpcPort)), "--os-path", o.OSDir,
 			"--hypervisors", joinComma(o.Hypervisors), "--fake-memory", strconv.FormatInt(o.FakeMemMiB, 10)}
 		p, err := start(filepath.Join(o.BinDir, "corral-node"), args, filepath.Join(o.StateDir, "logs", name+".log"), nil)
@@ -259,7 +259,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 		}
 		// The token goes through the environment, not the command line
 		// other users can read in ps.
-		join := exec.CommandContext(ctx, filepath.Join(o.BinDir, "corral-node"), "join", "--state-dir", l.NodeDir(nodeDirName(name)))
+		join := exec.CommandContext(ctx, filepath.Join(o.BinDir, "corral-node"), "join", "--state-dir", l.NodeDir(name))
 		join.Env = append(os.Environ(), "CORRAL_JOIN_TOKEN="+token)
 		out, err := join.CombinedOutput()
 		if err != nil {
@@ -282,9 +282,6 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	}
 	return st, writeEnv(st)
 }
-
-func nodeDirName(name string) string { return name }
-func nodeRunName(name string) string { return name }
 
 func joinComma(l []string) string {
 	s := ""

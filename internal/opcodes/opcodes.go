@@ -47,13 +47,11 @@ type Param struct {
 
 // Def is one opcode.
 type Def struct {
-	ID      string // OP_INSTANCE_CREATE
-	KeyPrm  string // parameter shown in the job summary: INSTANCE_CREATE(<value>)
-	Doc     string
-	Params  []Param
-	byName  map[string]*Param
-	Unsafe  bool // must not be repeated blindly after a crash (documentational for now)
-	LockOpt bool
+	ID     string // OP_INSTANCE_CREATE
+	KeyPrm string // parameter shown in the job summary: INSTANCE_CREATE(<value>)
+	Doc    string
+	Params []Param
+	byName map[string]*Param
 }
 
 // Common parameters every opcode accepts (Ganeti's OpCode base).
