@@ -8,6 +8,9 @@
 // --control the same jobs first run without subscribers, so the CPU the
 // fan-out itself costs can be told apart from the jobs' own.
 //
+// Unless --lockstep, job i's entries are offset by i/jobs of a period, as
+// independent jobs would be; with it, every job logs at the same instant.
+//
 // Each job begins with a --warmup delay that logs nothing, so that all
 // subscribers are attached before the first entry; entries older than a
 // subscriber's first call would be a backlog, not a notification, and are
@@ -44,6 +47,7 @@ type result struct {
 	SubsPerJob    int           `json:"subscribers_per_job"`
 	EntriesPerJob int           `json:"entries_per_job"`
 	Rate          float64       `json:"entries_per_second_per_job"`
+	Lockstep      bool          `json:"lockstep"`
 	Latency       harness.Stats `json:"latency"`
 	// EntrySpacing is the time between consecutive entries of a job beyond
 	// the 1/rate sleep: what writing one entry took.
@@ -87,6 +91,7 @@ func mainErr() error {
 	rate := flag.Float64("rate", 10, "log entries per second per job")
 	entries := flag.Int("entries", 100, "log entries per job")
 	warmup := flag.Float64("warmup", 2, "seconds each job sleeps, silently, before logging")
+	lockstep := flag.Bool("lockstep", false, "start every job's entries at the same instant (a burst of jobs×subs deliveries each period) instead of spreading the jobs' phases evenly over one period")
 	control := flag.Bool("control", true, "first run the same jobs without subscribers, for the CPU comparison")
 	flag.Parse()
 	machine := harness.ReadMachine()
@@ -118,12 +123,16 @@ func mainErr() error {
 	}
 	jobs := make([][]any, *nJobs)
 	for i := range jobs {
+		w := *warmup
+		if !*lockstep {
+			w += float64(i) / float64(*nJobs) / *rate
+		}
 		jobs[i] = []any{
-			harness.Op("OP_TEST_DELAY", "duration", *warmup),
+			harness.Op("OP_TEST_DELAY", "duration", w),
 			harness.Op("OP_TEST_DELAY", "duration", 1 / *rate, "repeat", *entries),
 		}
 	}
-	res := result{Bench: "fanout", Jobs: *nJobs, SubsPerJob: *subs, EntriesPerJob: *entries, Rate: *rate, Machine: machine}
+	res := result{Bench: "fanout", Jobs: *nJobs, SubsPerJob: *subs, EntriesPerJob: *entries, Rate: *rate, Lockstep: *lockstep, Machine: machine}
 
 	if *control {
 		harness.Progress(start, "control: %d jobs without subscribers", *nJobs)

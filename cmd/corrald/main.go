@@ -7,9 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -44,6 +48,7 @@ func run(args []string) error {
 	maxConns := fs.Int("max-connections", 65536, "maximum concurrent LUXI connections")
 	watch := fs.Duration("watcher-interval", time.Minute, "how often the watcher checks instances (0 disables)")
 	debug := fs.Bool("debug", false, "debug logging")
+	pprofOn := fs.Bool("pprof", env("CORRAL_PPROF", "") != "", "serve Go profiles (net/http/pprof) on <run-dir>/master/pprof.sock, mode 0600 (env CORRAL_PPROF=1);\nfetch one with: curl --unix-socket SOCK -o cpu.prof 'http://corrald/debug/pprof/profile?seconds=30'")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -55,6 +60,13 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	l := bootstrap.Layout{StateDir: *stateDir, RunDir: *runDir}
+	if *pprofOn {
+		path := filepath.Join(l.MasterRunDir(), "pprof.sock")
+		if err := servePprof(path, log); err != nil {
+			return err
+		}
+		log.Info("serving profiles", "socket", path)
+	}
 	w := *watch
 	if w == 0 {
 		w = -1
@@ -63,4 +75,32 @@ func run(args []string) error {
 		StateDir: l.MasterDir(), RunDir: l.MasterRunDir(), SocketPath: filepath.Join(l.MasterRunDir(), master.FileLUXISocket),
 		SocketGroup: *group, JoinListen: *join, MaxConns: *maxConns, WatcherInterval: w, Logger: log,
 	})
+}
+
+// servePprof serves the runtime profiles on a unix socket only the daemon's
+// user (and root) can open: profiles show memory contents such as keys.
+func servePprof(path string, log *slog.Logger) error {
+	_ = os.Remove(path)
+	old := syscall.Umask(0o177)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return fmt.Errorf("pprof socket: %w", err)
+	}
+	// Contention shows in the mutex and block profiles only when sampled.
+	runtime.SetMutexProfileFraction(100)
+	runtime.SetBlockProfileRate(int(100 * time.Microsecond))
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+			log.Warn("pprof server stopped", "err", err)
+		}
+	}()
+	return nil
 }

@@ -37,6 +37,7 @@ type Options struct {
 	Hypervisors  []string
 	FakeMemMiB   int64
 	WatcherEvery time.Duration
+	CorraldArgs  []string // extra corrald flags, e.g. --max-connections
 	Log          func(format string, args ...any)
 }
 
@@ -210,7 +211,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 		args := []string{"--state-dir", l.NodeDir(name), "--run-dir", l.NodeRunDir(name),
 			"--listen", net.JoinHostPort(ip, strconv.Itoa(rpcPort)), "--os-path", o.OSDir,
 			"--hypervisors", joinComma(o.Hypervisors), "--fake-memory", strconv.FormatInt(o.FakeMemMiB, 10)}
-		p, err := start(filepath.Join(o.BinDir, "corral-node"), args, filepath.Join(o.StateDir, "logs", name+".log"), nil)
+		p, err := start(filepath.Join(o.BinDir, "corral-node"), args, filepath.Join(o.StateDir, "logs", name+".log"), nil, nil)
 		if err != nil {
 			return err
 		}
@@ -234,8 +235,8 @@ func Up(ctx context.Context, o Options) (*State, error) {
 		watch = time.Minute
 	}
 	cred := &syscall.Credential{Uid: uint32(acct.UID), Gid: uint32(acct.GID), Groups: []uint32{uint32(adminGID)}}
-	p, err := start(filepath.Join(o.BinDir, "corrald"), []string{"--state-dir", o.StateDir, "--run-dir", runDir,
-		"--watcher-interval", watch.String()}, filepath.Join(o.StateDir, "logs", "corrald.log"), cred)
+	p, err := start(filepath.Join(o.BinDir, "corrald"), append([]string{"--state-dir", o.StateDir, "--run-dir", runDir,
+		"--watcher-interval", watch.String()}, o.CorraldArgs...), filepath.Join(o.StateDir, "logs", "corrald.log"), cred, nil)
 	if err != nil {
 		return st, err
 	}
@@ -294,8 +295,9 @@ func joinComma(l []string) string {
 	return s
 }
 
-// start launches a daemon detached from our session, logging to a file.
-func start(bin string, args []string, logPath string, cred *syscall.Credential) (Proc, error) {
+// start launches a daemon detached from our session, logging to a file. env
+// entries are added to our environment.
+func start(bin string, args []string, logPath string, cred *syscall.Credential, env []string) (Proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	if err != nil {
 		return Proc{}, err
@@ -303,6 +305,9 @@ func start(bin string, args []string, logPath string, cred *syscall.Credential) 
 	defer f.Close()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: cred}
 	if err := cmd.Start(); err != nil {
 		return Proc{}, fmt.Errorf("starting %s: %w", bin, err)
@@ -378,7 +383,11 @@ func Load(stateDir string) (*State, error) {
 
 // Restart starts a stopped daemon of the dev cluster again with its original
 // arguments and user, and records its new pid.
-func Restart(st *State, name string) (Proc, error) {
+func Restart(st *State, name string) (Proc, error) { return RestartWith(st, name, nil) }
+
+// RestartWith is Restart with extra environment entries ("NAME=value") for
+// this start only, e.g. CORRAL_FAILPOINTS.
+func RestartWith(st *State, name string, env []string) (Proc, error) {
 	for i, p := range st.Procs {
 		if p.Name != name {
 			continue
@@ -395,7 +404,7 @@ func Restart(st *State, name string) (Proc, error) {
 			}
 			cred = &syscall.Credential{Uid: uint32(acct.UID), Gid: uint32(acct.GID), Groups: []uint32{uint32(gid)}}
 		}
-		np, err := start(p.Args[0], p.Args[1:], p.Log, cred)
+		np, err := start(p.Args[0], p.Args[1:], p.Log, cred, env)
 		if err != nil {
 			return Proc{}, err
 		}
