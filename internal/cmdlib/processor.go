@@ -150,14 +150,17 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 			}
 			return nil, err
 		}
-		if err := h.RecordLocks(ctx, EncodeLocks(held.Held())); err != nil {
+		// One write records the locks and marks the op running.
+		if err := h.SetRunningWithLocks(ctx, EncodeLocks(held.Held())); err != nil {
 			return nil, err
 		}
 	}
 	if h.Resumed() {
 		_ = h.Log(ctx, "message", fmt.Sprintf("resumed after a master restart at step %d", cursor))
-	} else if err := h.SetRunning(ctx); err != nil {
-		return nil, err
+	} else if resumed {
+		if err := h.SetRunning(ctx); err != nil {
+			return nil, err
+		}
 	}
 
 	if cursor == 0 {
@@ -188,6 +191,17 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 		if sc.tx != nil {
 			c.Cmps, c.Ops = sc.tx.Cmps(), sc.tx.Ops()
 		}
+		var result any
+		if i == len(steps)-1 {
+			// The last step's commit also records the op's success, so a
+			// finished op costs one write less.
+			result = lu.Result()
+			raw, err := json.Marshal(result)
+			if err != nil {
+				return nil, ecode.ExecErrorf("cannot encode the result of %s: %v", op.ID, err)
+			}
+			c.Final, c.Result = true, raw
+		}
 		res, err := h.CommitStep(ctx, c)
 		if err != nil {
 			if ctx.Err() != nil && !h.Canceled() {
@@ -203,6 +217,9 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 		}
 		if sc.tx != nil {
 			p.Cfg.Apply(sc.tx, res.Revision)
+		}
+		if c.Final {
+			return result, nil
 		}
 		if r, ok := lu.(Releaser); ok {
 			if levels := r.ReleaseAfter(i); len(levels) > 0 {

@@ -88,10 +88,16 @@ func (q *Queue) execJob(j *job) (outcome, int64) {
 			// As in Ganeti, the op is marked started before a dependency
 			// failure finishes it, so its timestamps tell when that happened.
 			start := q.startOp(j, idx)
-			if fn != nil {
-				start = chain(start, fn)
+			if fn == nil {
+				// Waiting (for locks) is only published, not written: the
+				// change reaches the store with the op's next write (running,
+				// with its locks). A restart finds the op queued again, as
+				// Ganeti re-queues waiting ops, and saving the write shortens
+				// every job by one fsync.
+				q.apply(j, start)
+				continue
 			}
-			if err := q.update(bg, j, start); err != nil {
+			if err := q.update(bg, j, chain(start, fn)); err != nil {
 				q.log.Error("cannot start job op", "job", j.id, "op", idx, "err", err)
 				return outStalled, 0
 			}

@@ -54,6 +54,11 @@ type StepCommit struct {
 	Next     int             // the step to run next
 	Data     json.RawMessage // opaque to the queue (the unit's plan)
 	Children [][]json.RawMessage
+	// Final makes this the op's last write: the op succeeds with Result in
+	// the same transaction, saving the separate write of the outcome. The
+	// runner must then return a value that encodes to Result.
+	Final  bool
+	Result json.RawMessage
 }
 
 // StepResult reports a committed step: the store revision of its
@@ -113,18 +118,33 @@ func (h *OpHandle) update(ctx context.Context, fn func(op *opRecord, r *jobRecor
 
 // SetRunning moves the op from waiting to running once its locks are held.
 func (h *OpHandle) SetRunning(ctx context.Context) error {
+	return h.setRunning(ctx, nil, false)
+}
+
+// SetRunningWithLocks records the locks the op holds and moves it to
+// running in one write: RecordLocks and SetRunning together.
+func (h *OpHandle) SetRunningWithLocks(ctx context.Context, locks []string) error {
+	return h.setRunning(ctx, slices.Clone(locks), true)
+}
+
+func (h *OpHandle) setRunning(ctx context.Context, locks []string, setLocks bool) error {
 	now := h.q.now()
 	return h.update(ctx, func(op *opRecord, _ *jobRecord) error {
 		switch op.Status {
 		case StatusCanceling:
 			return ErrCanceled
 		case StatusRunning:
-			return errNoChange
+			if !setLocks {
+				return errNoChange
+			}
 		case StatusWaiting:
 		default:
 			return fmt.Errorf("jobqueue: op %d of job %d is %s, not waiting", h.idx, h.j.id, op.Status)
 		}
 		op.Status = StatusRunning
+		if setLocks {
+			op.Locks = locks
+		}
 		if op.Exec == nil {
 			op.Exec = tsOf(now)
 		}
@@ -213,6 +233,11 @@ func (h *OpHandle) CommitStep(ctx context.Context, c StepCommit) (StepResult, er
 	next := cur.clone()
 	op := &next.Ops[h.idx]
 	op.Cursor, op.StepData = c.Next, c.Data
+	if c.Final {
+		if err := q.succeed(h.idx, c.Result)(next); err != nil {
+			return StepResult{}, err
+		}
+	}
 	data, err := next.encode()
 	if err != nil {
 		return StepResult{}, fmt.Errorf("jobqueue: encoding job %d: %w", j.id, err)

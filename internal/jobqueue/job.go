@@ -110,6 +110,18 @@ func (q *Queue) updateLocked(ctx context.Context, j *job, fn func(r *jobRecord) 
 	return nil
 }
 
+// apply publishes a change without writing it; the next write of the job
+// persists it. Only for changes a crash may lose.
+func (q *Queue) apply(j *job, fn func(r *jobRecord) error) {
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
+	next := j.snapshot().rec.clone()
+	if fn(next) != nil {
+		return
+	}
+	q.publish(j, next)
+}
+
 // publish makes a persisted record visible. Caller holds j.wmu.
 func (q *Queue) publish(j *job, rec *jobRecord) {
 	old := j.snapshot()

@@ -244,3 +244,89 @@ func TestSuspensionSurvivesRestart(t *testing.T) {
 	e.q.Notify("ev")
 	e.waitStatus(onEvent, StatusSuccess)
 }
+
+// TestFinalStepAndWritesPerJob checks the short write path of an op: waiting
+// is published without a write, locks and running share one write, and a
+// final step commit records the op's success. A one-op job then costs three
+// store transactions: submit, running, final step.
+func TestFinalStepAndWritesPerJob(t *testing.T) {
+	e := newEnv(t, nil)
+	g := newGate()
+	e.runner.on("OP_FINAL", func(ctx context.Context, h *OpHandle) (any, error) {
+		if err := g.pass(ctx); err != nil {
+			return nil, err
+		}
+		if err := h.SetRunningWithLocks(ctx, []string{"node:shared:n1"}); err != nil {
+			return nil, err
+		}
+		if _, err := h.CommitStep(ctx, StepCommit{
+			Ops:  []store.Op{store.Put("/cfg/final", []byte("v"))},
+			Next: 1, Final: true, Result: json.RawMessage(`{"done":true}`),
+		}); err != nil {
+			return nil, err
+		}
+		return map[string]bool{"done": true}, nil
+	})
+	ctx := ctxT(t)
+	// A first job takes the first block of job ids (a write of its own).
+	e.runner.on("OP_NOOP", func(ctx context.Context, h *OpHandle) (any, error) { return nil, nil })
+	e.waitStatus(e.submit(`{"OP_ID":"OP_NOOP"}`), StatusSuccess)
+	rev0, err := e.st.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := e.submit(`{"OP_ID":"OP_FINAL"}`)
+	g.wait(t)
+	// The op is waiting in memory only: queries see it, the store does not.
+	if st := e.waitStatus(id, StatusWaiting); st != StatusWaiting {
+		t.Fatalf("status %s", st)
+	}
+	if rec := storedRecord(t, e.st, e.q.jobKey(id)); rec.Ops[0].Status != StatusQueued {
+		t.Errorf("stored op status %s while waiting, want queued", rec.Ops[0].Status)
+	}
+	g.open()
+	e.waitStatus(id, StatusSuccess)
+	rec := storedRecord(t, e.st, e.q.jobKey(id))
+	op0 := rec.Ops[0]
+	if op0.Status != StatusSuccess || string(op0.Result) != `{"done":true}` || op0.Start == nil || op0.Exec == nil || op0.End == nil || rec.End == nil {
+		t.Errorf("stored op %+v", op0)
+	}
+	if kv, _ := e.st.Get(ctx, "/cfg/final"); kv == nil {
+		t.Error("the final step's write is missing")
+	}
+	rev1, err := e.st.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rev1 - rev0; n != 3 {
+		t.Errorf("a one-op job took %d store transactions, want 3 (submit, running, final step)", n)
+	}
+}
+
+// TestWaitingOpRequeuedAfterRestart: a waiting op was never written, so a
+// restart finds it queued and runs it again.
+func TestWaitingOpRequeuedAfterRestart(t *testing.T) {
+	e := newEnv(t, nil)
+	g := newGate()
+	var runs atomic.Int32
+	e.runner.on("OP_W", func(ctx context.Context, h *OpHandle) (any, error) {
+		if runs.Add(1) == 1 {
+			if err := g.pass(ctx); err != nil {
+				return nil, err
+			}
+		}
+		return nil, h.SetRunning(ctx)
+	})
+	id := e.submit(`{"OP_ID":"OP_W"}`)
+	g.wait(t)
+	e.restart()
+	e.runner.on("OP_W", func(ctx context.Context, h *OpHandle) (any, error) {
+		runs.Add(1)
+		return nil, h.SetRunning(ctx)
+	})
+	e.start()
+	e.waitStatus(id, StatusSuccess)
+	if n := runs.Load(); n != 2 {
+		t.Errorf("op ran %d times, want 2 (once before the restart, once after)", n)
+	}
+}
