@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/corral/corral/internal/bootstrap"
+	"github.com/corral/corral/internal/failpoint"
 	"github.com/corral/corral/internal/hypervisor"
 	"github.com/corral/corral/internal/nodeserver"
 	"github.com/corral/corral/internal/osapi"
@@ -74,6 +75,13 @@ Flags:
 		lvl = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	fp, err := failpoint.Load(os.Getenv, failpoint.NodePoints()...)
+	if err != nil {
+		return err
+	}
+	if fp.Armed() {
+		log.Warn("failpoints armed: corral-node kills itself with SIGKILL when one is hit (crash tests only)", "failpoints", fp.String())
+	}
 	search := osapi.DefaultSearchPath()
 	if *osPath != "" {
 		search = append(strings.Split(*osPath, ":"), search...)
@@ -83,6 +91,7 @@ Flags:
 		Hypervisors:  strings.Split(*hvs, ","),
 		FakeCapacity: hypervisor.NodeResources{MemoryTotalMiB: *fakeMem, MemoryFreeMiB: *fakeMem, CPUs: *fakeCPUs, Hypervisor: hypervisor.Fake},
 		Logger:       log,
+		Failpoints:   fp,
 	})
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/corral/corral/internal/bootstrap"
+	"github.com/corral/corral/internal/failpoint"
 	"github.com/corral/corral/internal/master"
 )
 
@@ -46,6 +47,7 @@ func run(args []string) error {
 	group := fs.String("socket-group", bootstrap.AdminGroup, "group that may use the LUXI socket (\"\" keeps the default group)")
 	join := fs.String("join-listen", "", "address of the node-join TLS listener (default: the cluster's join address)")
 	maxConns := fs.Int("max-connections", 65536, "maximum concurrent LUXI connections")
+	maxMsg := fs.Int("max-message-bytes", 16<<20, "largest LUXI request accepted; a larger one gets an error reply and its connection is closed")
 	watch := fs.Duration("watcher-interval", time.Minute, "how often the watcher checks instances (0 disables)")
 	debug := fs.Bool("debug", false, "debug logging")
 	pprofOn := fs.Bool("pprof", env("CORRAL_PPROF", "") != "", "serve Go profiles (net/http/pprof) on <run-dir>/master/pprof.sock, mode 0600 (env CORRAL_PPROF=1);\nfetch one with: curl --unix-socket SOCK -o cpu.prof 'http://corrald/debug/pprof/profile?seconds=30'")
@@ -57,6 +59,13 @@ func run(args []string) error {
 		lvl = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	fp, err := failpoint.Load(os.Getenv, failpoint.MasterPoints()...)
+	if err != nil {
+		return err
+	}
+	if fp.Armed() {
+		log.Warn("failpoints armed: corrald kills itself with SIGKILL when one is hit (crash tests only)", "failpoints", fp.String())
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	l := bootstrap.Layout{StateDir: *stateDir, RunDir: *runDir}
@@ -73,7 +82,8 @@ func run(args []string) error {
 	}
 	return master.Run(ctx, master.Options{
 		StateDir: l.MasterDir(), RunDir: l.MasterRunDir(), SocketPath: filepath.Join(l.MasterRunDir(), master.FileLUXISocket),
-		SocketGroup: *group, JoinListen: *join, MaxConns: *maxConns, WatcherInterval: w, Logger: log,
+		SocketGroup: *group, JoinListen: *join, MaxConns: *maxConns, MaxMessageBytes: *maxMsg, WatcherInterval: w, Logger: log,
+		Failpoints: fp,
 	})
 }
 

@@ -225,8 +225,19 @@ func (lu *instanceCreateLU) Revert(ctx context.Context, s *StepCtx, failed error
 		// the operator can look at it; only the job fails. Make sure it is
 		// not left running while the configuration says down.
 		s.Logf(ctx, "Instance %s was created but not started: %v", lu.Inst.Name, failed)
-		if node, ok := s.Cfg().Node(lu.Node); ok {
-			_ = s.RPC(ctx, node, nodeapi.InstanceShutdown, nodeapi.ShutdownArgs{Instance: s.p.Spec(lu.Inst), Force: true}, nil)
+		node, ok := s.Cfg().Node(lu.Node)
+		if !ok {
+			return
+		}
+		err := s.RPC(ctx, node, nodeapi.InstanceShutdown, nodeapi.ShutdownArgs{Instance: s.p.Spec(lu.Inst), Force: true}, nil)
+		if inst, ok := s.Cfg().Instance(lu.Inst.UUID); ok && err != nil {
+			// The node may have started it before it died: nothing would
+			// ever stop an instance recorded as down. Recorded as up (as
+			// Ganeti records it before starting), the watcher starts it
+			// or finds it running once the node is back.
+			s.Logf(ctx, "Could not make sure instance %s is stopped (%v): it stays marked up", lu.Inst.Name, err)
+			inst.AdminState = config.AdminUp
+			s.Tx().PutInstance(inst)
 		}
 		return
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/corral/corral/internal/confdb"
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/failpoint"
 	"github.com/corral/corral/internal/jobqueue"
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/opcodes"
@@ -73,6 +74,9 @@ type Processor struct {
 	Ops    *opcodes.Table
 	Log    *slog.Logger
 	Master *config.Node // the node corrald runs on (for on_master work)
+	// Failpoints kill corrald at step-committed and rpc-returned in crash
+	// tests; nil in production.
+	Failpoints *failpoint.Set
 
 	mu        sync.Mutex
 	recovered map[string]*locking.Held // "job/op" -> locks re-acquired at start-up
@@ -190,6 +194,10 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 		c := jobqueue.StepCommit{Next: i + 1, Data: plan, Children: sc.children}
 		if sc.tx != nil {
 			c.Cmps, c.Ops = sc.tx.Cmps(), sc.tx.Ops()
+			// Applied before the step (and, for the last one, the op's
+			// success) is visible, so no client that sees the job done
+			// reads the configuration from before it.
+			c.Committed = func(rev int64) { p.Cfg.Apply(sc.tx, rev) }
 		}
 		var result any
 		if i == len(steps)-1 {
@@ -202,8 +210,7 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 			}
 			c.Final, c.Result = true, raw
 		}
-		res, err := h.CommitStep(ctx, c)
-		if err != nil {
+		if _, err := h.CommitStep(ctx, c); err != nil {
 			if ctx.Err() != nil && !h.Canceled() {
 				return nil, ctx.Err()
 			}
@@ -215,9 +222,7 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 			p.revert(ctx, lu, h, op, i, err)
 			return nil, err
 		}
-		if sc.tx != nil {
-			p.Cfg.Apply(sc.tx, res.Revision)
-		}
+		p.Failpoints.Hit(failpoint.StepCommitted)
 		if c.Final {
 			return result, nil
 		}
@@ -341,7 +346,11 @@ func (s *StepCtx) RPC(ctx context.Context, node *config.Node, method string, arg
 		kind = "revert"
 	}
 	opID := fmt.Sprintf("job/%d/op/%d/%s/%d/%d", s.h.JobID(), s.h.OpIndex(), kind, s.step, s.seq)
-	return s.p.RPC.Call(ctx, node, method, opID, args, reply)
+	if err := s.p.RPC.Call(ctx, node, method, opID, args, reply); err != nil {
+		return err
+	}
+	s.p.Failpoints.Hit(failpoint.RPCReturned)
+	return nil
 }
 
 // Submit adds child jobs, created in the step's transaction.

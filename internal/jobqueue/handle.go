@@ -59,6 +59,11 @@ type StepCommit struct {
 	// runner must then return a value that encodes to Result.
 	Final  bool
 	Result json.RawMessage
+	// Committed, if set, runs after the transaction succeeded and before
+	// the new op state is published, so that whoever sees the step (or the
+	// op's success) also sees the effects the caller derives from it, such
+	// as its in-memory copy of the configuration.
+	Committed func(revision int64)
 }
 
 // StepResult reports a committed step: the store revision of its
@@ -258,6 +263,9 @@ func (h *OpHandle) CommitStep(ctx context.Context, c StepCommit) (StepResult, er
 	}
 	if !res.Succeeded {
 		return StepResult{}, ErrConflict
+	}
+	if c.Committed != nil {
+		c.Committed(res.Revision)
 	}
 	q.publish(j, next)
 	if len(children) > 0 {

@@ -21,6 +21,7 @@ import (
 	"github.com/corral/corral/internal/cmdlib"
 	"github.com/corral/corral/internal/confdb"
 	"github.com/corral/corral/internal/config"
+	"github.com/corral/corral/internal/failpoint"
 	"github.com/corral/corral/internal/jobqueue"
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/luxi"
@@ -58,9 +59,13 @@ type Options struct {
 	SocketGroup string // group owning the socket ("" = leave)
 	JoinListen  string // default: the cluster's join address
 	MaxConns    int
+	// MaxMessageBytes bounds a LUXI request (0 = the luxi default, 16 MiB).
+	MaxMessageBytes int
 	// WatcherInterval is how often the watcher runs (0 = 60 s; < 0 = never).
 	WatcherInterval time.Duration
 	Logger          *slog.Logger
+	// Failpoints, when armed, kill corrald at named points (crash tests).
+	Failpoints *failpoint.Set
 }
 
 // Daemon is a running corrald.
@@ -149,6 +154,7 @@ func Open(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	d.rpc = &nodeRPC{client: client, cfg: d.cfg}
 	d.proc = cmdlib.NewProcessor(d.cfg, d.locks, d.rpc, opcodes.Default(), opts.Logger)
+	d.proc.Failpoints = opts.Failpoints
 	tab := d.proc.Ops
 	d.queue, err = jobqueue.New(jobqueue.Options{
 		Store:   st,
@@ -189,7 +195,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	errc := make(chan error, 3)
 	srv := luxi.NewServer(&luxiHandler{d}, luxi.ServerOptions{
 		Path: d.opts.SocketPath, Mode: 0o660, Group: d.opts.SocketGroup,
-		MaxConns: d.opts.MaxConns, Logger: d.log,
+		MaxConns: d.opts.MaxConns, MaxMessageBytes: d.opts.MaxMessageBytes, Logger: d.log,
 	})
 	bg.Add(1)
 	go func() {

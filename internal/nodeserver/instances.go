@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/failpoint"
 	"github.com/corral/corral/internal/hypervisor"
 	"github.com/corral/corral/internal/netdev"
 	"github.com/corral/corral/internal/nodeapi"
@@ -78,12 +79,14 @@ func (s *Server) instanceStart(ctx context.Context, a nodeapi.InstanceArgs) (any
 			}
 		}
 	}
+	s.opts.Failpoints.Hit(failpoint.NodeInstanceStart)
 	if err := h.Start(ctx, spec); err != nil {
 		if in.Hypervisor == hypervisor.KVM {
 			s.deleteTaps(spec)
 		}
 		return nil, err
 	}
+	s.opts.Failpoints.Hit(failpoint.NodeInstanceStarted)
 	s.log.Info("instance started", "instance", in.Name, "hypervisor", in.Hypervisor)
 	return nil, nil
 }
@@ -112,6 +115,7 @@ func (s *Server) instanceShutdown(ctx context.Context, a nodeapi.ShutdownArgs) (
 	if err := h.Stop(ctx, in.Name, timeout, a.Force); err != nil {
 		return nil, err
 	}
+	s.opts.Failpoints.Hit(failpoint.NodeInstanceStopped)
 	if spec, err := s.hvSpec(in); err == nil {
 		s.deleteTaps(spec)
 	}

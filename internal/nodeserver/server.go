@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/failpoint"
 	"github.com/corral/corral/internal/hypervisor"
 	"github.com/corral/corral/internal/hypervisor/fake"
 	"github.com/corral/corral/internal/hypervisor/kvm"
@@ -49,6 +50,9 @@ type Options struct {
 	Hypervisors    []string
 	FakeCapacity   hypervisor.NodeResources
 	Logger         *slog.Logger
+	// Failpoints, when armed, kill the daemon around instance starts and
+	// stops (crash tests); nil in production.
+	Failpoints *failpoint.Set
 }
 
 // Server is a running node daemon.

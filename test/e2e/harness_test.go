@@ -72,6 +72,7 @@ type clusterOpts struct {
 	hypervisors []string
 	imageDir    string
 	watcher     time.Duration
+	corraldArgs []string // extra corrald flags, e.g. "--max-connections", "50"
 }
 
 func requireRoot(t *testing.T) {
@@ -96,7 +97,7 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	defer cancel()
 	st, err := devcluster.Up(ctx, devcluster.Options{
 		StateDir: dir, Nodes: o.nodes, BinDir: binDir, OSDir: filepath.Join(repoDir, "os"),
-		ImageDir: o.imageDir, Hypervisors: o.hypervisors, WatcherEvery: o.watcher,
+		ImageDir: o.imageDir, Hypervisors: o.hypervisors, WatcherEvery: o.watcher, CorraldArgs: o.corraldArgs,
 		Log: func(f string, a ...any) { t.Logf(f, a...) },
 	})
 	c := &cluster{t: t, st: st, dir: dir}
