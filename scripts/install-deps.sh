@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Corral needs to build, run and test: qemu for
 # the kvm hypervisor, e2fsprogs and busybox-static for the tiny OS and the
-# guest image, iproute2 for taps and bridges. Idempotent; needs root.
+# guest image, iproute2 for taps and bridges, etcd-server for the etcd store
+# backend and etcd-client for restoring its snapshots. Idempotent; needs
+# root.
 set -euo pipefail
-pkgs=(qemu-system-x86 qemu-utils socat busybox-static cpio e2fsprogs iproute2 lz4 make gcc)
+pkgs=(qemu-system-x86 qemu-utils socat busybox-static cpio e2fsprogs iproute2 lz4 make gcc etcd-server etcd-client)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -16,6 +18,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   apt-get update -q
   DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends "${missing[@]}"
+  # Corral starts its own etcd members (internal/etcdproc); the package's
+  # default member would only sit on ports 2379 and 2380.
+  if [[ " ${missing[*]} " == *" etcd-server "* ]] && [ -d /run/systemd/system ]; then
+    systemctl disable --now etcd.service || true
+  fi
 fi
 # The guest image build downloads the kernel and busybox packages with
 # apt-get download; make sure the package lists exist.
