@@ -17,6 +17,9 @@ type Manager struct {
 	levels [numLevels]levelLocks
 	seq    uint64  // orders waiters of equal priority
 	free   []*lock // idle named locks kept for reuse, to spare allocations
+	// waiting holds the owners whose Acquire waits (or was granted and has
+	// not resumed yet), for SetWaitPriority.
+	waiting map[*Held]struct{}
 }
 
 type levelLocks struct {
@@ -35,6 +38,7 @@ type Held struct {
 	// Guarded by m.mu.
 	levels  [numLevels]*levelHold
 	busy    bool    // an Acquire is in progress
+	prio    int     // that Acquire's priority; SetWaitPriority may change it
 	waiting *waiter // the queued request of that Acquire, if it waits
 }
 
@@ -63,7 +67,7 @@ func (st step) String() string {
 
 // New returns an empty lock manager.
 func New() *Manager {
-	m := &Manager{}
+	m := &Manager{waiting: make(map[*Held]struct{})}
 	for i := range m.levels {
 		m.levels[i] = levelLocks{set: newLock(Level(i), ""), named: make(map[string]*lock)}
 	}
@@ -89,6 +93,7 @@ func (m *Manager) NewOwner(owner string) *Held {
 //
 // priority is Ganeti's (-20 most urgent to 19); among conflicting waiters the
 // more urgent is granted first, equal priorities in arrival order.
+// SetWaitPriority may change it while the call waits.
 func (m *Manager) Acquire(ctx context.Context, h *Held, priority int, reqs ...Request) error {
 	if h == nil || h.m != m {
 		return misuse(ErrInvalid, "owner does not belong to this manager")
@@ -112,20 +117,23 @@ func (m *Manager) Acquire(ctx context.Context, h *Held, priority int, reqs ...Re
 	if top := h.topLevel(); top >= steps[0].level {
 		return misuse(ErrOrder, "%s holds %s locks and asked for %s", h.owner, top, steps[0].level)
 	}
-	h.busy = true
+	h.busy, h.prio = true, priority
 	defer func() { h.busy = false }()
 
 	for done, st := range steps {
 		l := m.lockFor(st.level, st.name)
-		if l.grantable(st.mode, priority) {
+		// h.prio, not priority: the wait for an earlier lock may have
+		// changed it.
+		if l.grantable(st.mode, h.prio) {
 			l.add(h, st.mode)
 			h.record(l, st.mode)
 			continue
 		}
 		m.seq++
-		w := &waiter{h: h, l: l, mode: st.mode, prio: priority, seq: m.seq, ready: make(chan struct{})}
+		w := &waiter{h: h, l: l, mode: st.mode, prio: h.prio, seq: m.seq, ready: make(chan struct{})}
 		l.enqueue(w)
 		h.waiting = w
+		m.waiting[h] = struct{}{}
 
 		m.mu.Unlock()
 		select {
@@ -134,6 +142,7 @@ func (m *Manager) Acquire(ctx context.Context, h *Held, priority int, reqs ...Re
 		}
 		m.mu.Lock()
 		h.waiting = nil
+		delete(m.waiting, h)
 
 		if w.aborted {
 			// Release already took the waiter out of the queue.
@@ -152,6 +161,40 @@ func (m *Manager) Acquire(ctx context.Context, h *Held, priority int, reqs ...Re
 		}
 	}
 	return nil
+}
+
+// SetWaitPriority changes the priority of every Acquire that waits for a
+// lock on behalf of an owner whose display name satisfies match: its queued
+// request moves to its place for the new priority (keeping its arrival order
+// among equals), and the locks it has still to take are asked for at the new
+// priority. This is how a job blocked on its locks follows Ganeti's
+// ChangeJobPriority. match runs under the manager's mutex and must not call
+// the manager. It returns how many waiting owners matched.
+func (m *Manager) SetWaitPriority(match func(owner string) bool, priority int) (int, error) {
+	if priority < PriorityHighest || priority > PriorityLowest {
+		return 0, misuse(ErrInvalid, "priority %d outside %d..%d", priority, PriorityHighest, PriorityLowest)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for h := range m.waiting {
+		if !match(h.owner) {
+			continue
+		}
+		n++
+		h.prio = priority
+		w := h.waiting
+		if w == nil || w.granted || w.aborted || w.prio == priority {
+			continue
+		}
+		w.l.dequeue(w)
+		w.prio = priority
+		w.l.enqueue(w)
+		// Moving can let this waiter in (nothing incompatible is ahead of
+		// it now) or let others in (it no longer stands ahead of them).
+		w.l.dispatch()
+	}
+	return n, nil
 }
 
 // plan validates reqs and turns them into the internal locks to take, in the

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/corral/corral/internal/config"
@@ -150,6 +151,16 @@ func (h *luxiHandler) Call(ctx context.Context, method string, args []json.RawMe
 		ok, msg, err := q.ChangePriority(ctx, id, prio)
 		if err != nil {
 			return nil, err
+		}
+		if ok {
+			// An op blocked on its locks is queued in the lock manager at
+			// the priority it started with: move it too, or the change
+			// would show in the job but not decide who gets the lock.
+			// cmdlib names lock owners "job ID/op N OP_ID".
+			owner := fmt.Sprintf("job %d/", id)
+			if _, err := d.locks.SetWaitPriority(func(o string) bool { return strings.HasPrefix(o, owner) }, prio); err != nil {
+				return nil, err
+			}
 		}
 		return []any{ok, msg}, nil
 	case "ArchiveJob":
