@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/store"
@@ -277,7 +278,10 @@ func (q *Queue) WaitForChange(ctx context.Context, id int64, fields []string, pr
 	defer sub.Close()
 	var prev any
 	if prevInfo != nil {
-		prev = normalize(prevInfo)
+		prev = prevInfo
+		if !decodedForm(prevInfo) {
+			prev = normalize(prevInfo)
+		}
 	}
 	var expired <-chan time.Time
 	if timeout > 0 {
@@ -292,7 +296,7 @@ func (q *Queue) WaitForChange(ctx context.Context, id int64, fields []string, pr
 			return nil, nil, false, err
 		}
 		if prevInfo == nil || len(logs) > 0 || s.status.Finalized() || s.archived ||
-			!reflect.DeepEqual(normalize(info), prev) {
+			!equalsDecoded(info, prev) {
 			return info, logs, true, nil
 		}
 		if expired == nil {
@@ -332,6 +336,126 @@ func (q *Queue) answer(ctx context.Context, v *view, fields []string, prevLogSer
 		}
 	}
 	return info, logs, true, nil
+}
+
+// equalsDecoded reports whether info, as computed by row, equals prev, a
+// normalized value: reflect.DeepEqual(normalize(info), prev). It walks the
+// types rows are made of directly instead of sending info through JSON on
+// every wake-up, and falls back to the round trip for anything else.
+func equalsDecoded(info, prev any) bool {
+	if eq, ok := walkEqual(info, prev); ok {
+		return eq
+	}
+	return reflect.DeepEqual(normalize(info), prev)
+}
+
+// walkEqual compares cur with prev as reflect.DeepEqual(normalize(cur),
+// prev) would. ok is false when cur holds something JSON cannot encode, in
+// which case normalize gives back cur whole and only the round trip
+// answers as before.
+func walkEqual(cur, prev any) (eq, ok bool) {
+	switch c := cur.(type) {
+	case nil:
+		return prev == nil, true
+	case string:
+		if !utf8.ValidString(c) {
+			break // encoding replaces the invalid bytes
+		}
+		p, isStr := prev.(string)
+		return isStr && p == c, true
+	case bool:
+		p, isBool := prev.(bool)
+		return isBool && p == c, true
+	case int:
+		return equalsNumber(float64(c), prev), true
+	case int64:
+		// Decoding gives the nearest float64, as the conversion does.
+		return equalsNumber(float64(c), prev), true
+	case []int64:
+		if c == nil {
+			return prev == nil, true
+		}
+		p, isList := prev.([]any)
+		if !isList || p == nil || len(p) != len(c) {
+			return false, true
+		}
+		for i := range c {
+			if !equalsNumber(float64(c[i]), p[i]) {
+				return false, true
+			}
+		}
+		return true, true
+	case []any:
+		if c == nil {
+			return prev == nil, true
+		}
+		p, isList := prev.([]any)
+		if !isList || p == nil || len(p) != len(c) {
+			// Still walk c: an element JSON cannot encode decides.
+			for i := range c {
+				if _, ok := walkEqual(c[i], nil); !ok {
+					return false, false
+				}
+			}
+			return false, true
+		}
+		eq := true
+		for i := range c {
+			e, ok := walkEqual(c[i], p[i])
+			if !ok {
+				return false, false
+			}
+			eq = eq && e
+		}
+		return eq, true
+	}
+	b, err := json.Marshal(cur)
+	if err != nil {
+		return false, false
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return false, false
+	}
+	return reflect.DeepEqual(v, prev), true
+}
+
+func equalsNumber(f float64, prev any) bool {
+	p, ok := prev.(float64)
+	return ok && p == f
+}
+
+// decodedForm reports whether v is already in the form JSON decoding
+// gives (as prev_job_info from a client is), so that normalize would give
+// back an equal value.
+func decodedForm(v any) bool {
+	switch x := v.(type) {
+	case nil, bool, float64:
+		return true
+	case string:
+		return utf8.ValidString(x)
+	case []any:
+		if x == nil {
+			return false // encodes as null
+		}
+		for _, e := range x {
+			if !decodedForm(e) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		if x == nil {
+			return false
+		}
+		for k, e := range x {
+			if !utf8.ValidString(k) || !decodedForm(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // normalize puts a value in the form JSON decoding gives, so that values

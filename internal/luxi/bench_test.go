@@ -3,11 +3,16 @@ package luxi
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func BenchmarkRoundTrip(b *testing.B) {
@@ -93,4 +98,102 @@ func rss(b *testing.B) int64 {
 		b.Fatal(err)
 	}
 	return pages * int64(os.Getpagesize())
+}
+
+// BenchmarkFanout has many connections wait in a call for the same event
+// and each receive an answer shaped like WaitForJobChange's, as
+// subscribers following one job's log do: one op is one event delivered to
+// every connection. cpu-µs/delivery is the process's CPU time (server and
+// clients) per delivered answer, which unlike wall time is little
+// disturbed by other load on the machine.
+func BenchmarkFanout(b *testing.B) {
+	const conns = 100
+	ev := &event{ch: make(chan struct{})}
+	h := HandlerFunc(func(ctx context.Context, method string, args []json.RawMessage) (any, error) {
+		var seen int64
+		if err := DecodeArgs(method, args, &seen); err != nil {
+			return nil, err
+		}
+		serial, err := ev.wait(ctx, seen)
+		if err != nil {
+			return nil, err
+		}
+		return []any{[]any{"running"}, [][]any{{serial, []int64{1700000000, 123456}, "message", json.RawMessage(`"step done"`)}}}, nil
+	})
+	s := startServer(b, h, ServerOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan error, conns)
+	for range conns {
+		c := dial(b, s.Addr())
+		go func() {
+			var seen int64
+			for {
+				var res []json.RawMessage
+				if err := c.Call(ctx, "Wait", []any{seen}, &res); err != nil {
+					got <- err
+					return
+				}
+				seen++
+				got <- nil
+			}
+		}()
+	}
+	// Let every connection reach its wait before the first event.
+	waitFor(b, "all waiting", func() bool { return ev.waiters.Load() == conns })
+	cpu0 := processCPU(b)
+	for b.Loop() {
+		ev.fire()
+		for range conns {
+			if err := <-got; err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	cpu := processCPU(b) - cpu0
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*conns), "cpu-µs/delivery")
+}
+
+// event is a broadcast: each fire wakes every waiter with a new serial.
+type event struct {
+	mu      sync.Mutex
+	serial  int64
+	ch      chan struct{}
+	waiters atomic.Int64
+}
+
+func (e *event) wait(ctx context.Context, seen int64) (int64, error) {
+	for {
+		e.mu.Lock()
+		serial, ch := e.serial, e.ch
+		e.mu.Unlock()
+		if serial > seen {
+			return serial, nil
+		}
+		e.waiters.Add(1)
+		select {
+		case <-ch:
+			e.waiters.Add(-1)
+		case <-ctx.Done():
+			e.waiters.Add(-1)
+			return 0, ctx.Err()
+		}
+	}
+}
+
+func (e *event) fire() {
+	e.mu.Lock()
+	e.serial++
+	close(e.ch)
+	e.ch = make(chan struct{})
+	e.mu.Unlock()
+}
+
+// processCPU is the user and system time the process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -3,10 +3,13 @@ package luxi
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"strconv"
+	"sync"
 )
 
 // ETX ends every LUXI message. JSON never contains a raw 0x03 (control
@@ -66,4 +69,257 @@ func WriteFrame(w io.Writer, msg []byte) error {
 	bufs := net.Buffers{msg, []byte{ETX}}
 	_, err := bufs.WriteTo(w)
 	return err
+}
+
+// replyBuf assembles a success reply in a reused buffer.
+type replyBuf struct {
+	b   bytes.Buffer
+	enc *json.Encoder // writes to b
+}
+
+// success encodes result as a success reply followed by ETX, byte for byte
+// what json.Marshal of the reply envelope gives (encodeSuccess), without
+// encoding the result twice.
+func (rb *replyBuf) success(result any) error {
+	rb.b.Reset()
+	rb.b.WriteString(`{"success":true,"result":`)
+	// Encoder escapes HTML as json.Marshal does; it writes nothing on error.
+	if err := rb.enc.Encode(result); err != nil {
+		return fmt.Errorf("encoding result: %w", err)
+	}
+	rb.b.Truncate(rb.b.Len() - 1) // Encode's trailing newline
+	rb.b.WriteString(`,"version":`)
+	rb.b.Write(strconv.AppendInt(rb.b.AvailableBuffer(), ProtocolVersion, 10))
+	rb.b.WriteString("}\x03")
+	return nil
+}
+
+// failureFrame is encodeFailure's reply followed by ETX.
+func failureFrame(err error) []byte {
+	return append(encodeFailure(err), ETX)
+}
+
+// inbox cuts a connection's incoming bytes into messages. It holds a
+// buffer from pool only while bytes of an unfinished message are pending,
+// so an idle connection holds none; it reads straight into that buffer,
+// without a copy through a bufio.Reader.
+type inbox struct {
+	pool    *sync.Pool // of *[readBufSize]byte
+	max     int        // message size limit
+	buf     *[readBufSize]byte
+	r, w    int    // buf[r:w] is unconsumed
+	scanned int    // buf[r:scanned] holds no ETX
+	long    []byte // the start of a message longer than the buffer
+}
+
+// space returns where the next read should go, borrowing a buffer if none
+// is held. It is never empty: next makes room after every read.
+func (in *inbox) space() []byte {
+	if in.buf == nil {
+		in.buf = in.pool.Get().(*[readBufSize]byte)
+		in.r, in.w, in.scanned = 0, 0, 0
+	}
+	return in.buf[in.w:]
+}
+
+// commit records that n bytes were read into space.
+func (in *inbox) commit(n int) { in.w += n }
+
+// pending reports whether part of a message has arrived.
+func (in *inbox) pending() bool { return in.buf != nil || in.long != nil }
+
+// release returns the buffer if it holds nothing pending.
+func (in *inbox) release() {
+	if in.buf != nil && in.r == in.w {
+		in.pool.Put(in.buf)
+		in.buf = nil
+	}
+}
+
+// drop returns the buffer whatever it holds: the connection is done.
+func (in *inbox) drop() {
+	if in.buf != nil {
+		in.pool.Put(in.buf)
+		in.buf = nil
+	}
+	in.long = nil
+}
+
+// next returns the next complete message (without its ETX, in a fresh
+// slice), or ok false if more bytes must be read first. A message longer
+// than max gives ErrFrameTooLarge, after which the stream is unusable.
+func (in *inbox) next() (msg []byte, ok bool, err error) {
+	if in.buf == nil {
+		return nil, false, nil
+	}
+	i := bytes.IndexByte(in.buf[in.scanned:in.w], ETX)
+	if i < 0 {
+		in.scanned = in.w
+		if len(in.long)+in.w-in.r > in.max {
+			return nil, false, fmt.Errorf("%w: more than %d bytes", ErrFrameTooLarge, in.max)
+		}
+		switch {
+		case in.w < len(in.buf):
+		case in.r > 0:
+			// Make room behind the partial message.
+			n := copy(in.buf[:], in.buf[in.r:in.w])
+			in.r, in.w, in.scanned = 0, n, n
+		default:
+			// The buffer holds only part of one message: set it aside.
+			in.long = append(in.long, in.buf[:in.w]...)
+			in.r, in.w, in.scanned = 0, 0, 0
+		}
+		return nil, false, nil
+	}
+	end := in.scanned + i
+	if len(in.long)+end-in.r > in.max {
+		return nil, false, fmt.Errorf("%w: more than %d bytes", ErrFrameTooLarge, in.max)
+	}
+	if in.long != nil {
+		msg, in.long = append(in.long, in.buf[in.r:end]...), nil
+	} else {
+		msg = append(make([]byte, 0, end-in.r), in.buf[in.r:end]...)
+	}
+	in.r, in.scanned = end+1, end+1
+	in.release()
+	return msg, true, nil
+}
+
+// decodeCall is DecodeRequest on the server's hot path. A request in the
+// shape clients send (a plain ASCII method, the version as encodeRequest
+// writes it, no escapes in the keys) is split in one pass over the bytes,
+// once they are known to be valid JSON, instead of being decoded into a
+// map and then each part again. Anything else goes to DecodeRequest,
+// which decides and words the errors. The arguments alias msg.
+func decodeCall(msg []byte) (string, []json.RawMessage, error) {
+	if method, args, ok := splitRequest(msg); ok {
+		return method, args, nil
+	}
+	return DecodeRequest(msg)
+}
+
+// splitRequest is decodeCall's fast path; ok false means "ask
+// DecodeRequest", never that the request is wrong.
+func splitRequest(msg []byte) (method string, args []json.RawMessage, ok bool) {
+	if !json.Valid(msg) {
+		return "", nil, false
+	}
+	// From here msg is valid JSON, so the skips below cannot go astray;
+	// the bounds checks only guard against a mistake in them.
+	i := skipSpace(msg, 0)
+	if i >= len(msg) || msg[i] != '{' {
+		return "", nil, false
+	}
+	var rawMethod, rawArgs []byte
+	var vbuf [20]byte
+	version := strconv.AppendInt(vbuf[:0], ProtocolVersion, 10)
+	i = skipSpace(msg, i+1)
+	for i < len(msg) && msg[i] != '}' {
+		if msg[i] != '"' {
+			return "", nil, false
+		}
+		kend := skipString(msg, i)
+		key := msg[i+1 : kend-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return "", nil, false
+		}
+		i = skipSpace(msg, kend)
+		if i >= len(msg) || msg[i] != ':' {
+			return "", nil, false
+		}
+		i = skipSpace(msg, i+1)
+		vend := skipValue(msg, i)
+		val := msg[i:vend]
+		// Later duplicates win, as when decoding into a map.
+		switch string(key) {
+		case keyMethod:
+			rawMethod = val
+		case keyArgs:
+			rawArgs = val
+		case keyVersion:
+			if string(val) != "null" && !bytes.Equal(val, version) {
+				return "", nil, false
+			}
+		}
+		i = skipSpace(msg, vend)
+		if i < len(msg) && msg[i] == ',' {
+			i = skipSpace(msg, i+1)
+		}
+	}
+	if len(rawMethod) < 3 || rawMethod[0] != '"' || len(rawArgs) < 2 || rawArgs[0] != '[' {
+		return "", nil, false
+	}
+	for _, b := range rawMethod[1 : len(rawMethod)-1] {
+		// Escapes and non-ASCII (invalid UTF-8 is replaced when decoded)
+		// take the slow path.
+		if b == '\\' || b < 0x20 || b >= 0x7f {
+			return "", nil, false
+		}
+	}
+	args = make([]json.RawMessage, 0, 6) // WaitForJobChange has 5
+	j := skipSpace(rawArgs, 1)
+	for j < len(rawArgs) && rawArgs[j] != ']' {
+		end := skipValue(rawArgs, j)
+		args = append(args, rawArgs[j:end:end])
+		j = skipSpace(rawArgs, end)
+		if j < len(rawArgs) && rawArgs[j] == ',' {
+			j = skipSpace(rawArgs, j+1)
+		}
+	}
+	return string(rawMethod[1 : len(rawMethod)-1]), args, true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at b[i] ('"').
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the index after the valid JSON value starting at b[i].
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	// A number, true, false or null.
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\r', '\n':
+			return i
+		}
+		i++
+	}
+	return i
 }

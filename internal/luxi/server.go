@@ -1,12 +1,11 @@
 package luxi
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -76,13 +75,15 @@ const (
 
 // Server accepts LUXI connections on a unix socket and hands each call to a
 // Handler. Each connection has one goroutine reading its messages in order;
-// while calls are in progress a second goroutine runs them one after another
-// and writes the replies in request order.
+// while calls are in progress a worker from a pool runs them one after
+// another and writes the replies in request order.
 type Server struct {
 	h       Handler
 	opts    ServerOptions
 	log     *slog.Logger
-	readers sync.Pool // *bufio.Reader of readBufSize, lent to connections while a message arrives
+	bufs    sync.Pool // *[readBufSize]byte, lent to connections while a message arrives
+	replies sync.Pool // *replyBuf
+	workers workerPool
 	conns   atomic.Int64
 	started atomic.Bool
 	ready   chan struct{}
@@ -104,7 +105,12 @@ func NewServer(h Handler, opts ServerOptions) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{h: h, opts: opts, log: log, ready: make(chan struct{})}
-	s.readers.New = func() any { return bufio.NewReaderSize(nil, readBufSize) }
+	s.bufs.New = func() any { return new([readBufSize]byte) }
+	s.replies.New = func() any {
+		rb := &replyBuf{}
+		rb.enc = json.NewEncoder(&rb.b)
+		return rb
+	}
 	return s
 }
 
@@ -159,6 +165,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			}
 			ln.Close()
 			wg.Wait()
+			s.workers.close()
 			return fmt.Errorf("luxi: accept on %s: %w", s.opts.Path, err)
 		}
 		backoff = 0
@@ -173,6 +180,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
+	s.workers.close()
 	s.log.Info("LUXI server stopped", "path", s.opts.Path)
 	return nil
 }
@@ -266,30 +274,51 @@ func (s *Server) reject(nc net.Conn) {
 	_ = WriteFrame(nc, msg)
 }
 
-// call runs one method and encodes its reply. Only the method name is
-// logged: arguments and results may carry secrets.
-func (s *Server) call(ctx context.Context, method string, args []json.RawMessage) (reply []byte) {
-	start := time.Now()
+// call runs one method and encodes its reply, ETX included. The reply is
+// rb's bytes when rb is not nil; hand rb back with putReply once written.
+// Only the method name is logged: arguments and results may carry secrets.
+func (s *Server) call(ctx context.Context, method string, args []json.RawMessage) (reply []byte, rb *replyBuf) {
+	var start time.Time
+	debug := s.log.Enabled(ctx, slog.LevelDebug)
+	if debug {
+		start = time.Now()
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("LUXI handler panicked", "method", method, "panic", r)
-			reply = encodeFailure(ecode.New(ecode.ProgrammerError, ecode.Fault,
-				fmt.Sprintf("internal error while running %s", method)))
+			s.putReply(rb)
+			reply, rb = failureFrame(ecode.New(ecode.ProgrammerError, ecode.Fault,
+				fmt.Sprintf("internal error while running %s", method))), nil
 		}
 	}()
 	result, err := s.h.Call(ctx, method, args)
 	if err != nil {
-		s.log.Debug("LUXI call failed", "method", method, "duration", time.Since(start), "kind", errKind(err))
-		return encodeFailure(err)
+		if debug {
+			s.log.Debug("LUXI call failed", "method", method, "duration", time.Since(start), "kind", errKind(err))
+		}
+		return failureFrame(err), nil
 	}
-	out, err := encodeSuccess(result)
-	if err != nil {
+	rb = s.replies.Get().(*replyBuf)
+	if err := rb.success(result); err != nil {
+		s.putReply(rb)
 		s.log.Error("LUXI result not encodable", "method", method, "err", err)
-		return encodeFailure(ecode.New(ecode.GenericError, ecode.Fault,
-			fmt.Sprintf("cannot encode the result of %s", method)))
+		return failureFrame(ecode.New(ecode.GenericError, ecode.Fault,
+			fmt.Sprintf("cannot encode the result of %s", method))), nil
 	}
-	s.log.Debug("LUXI call", "method", method, "duration", time.Since(start))
-	return out
+	if debug {
+		s.log.Debug("LUXI call", "method", method, "duration", time.Since(start))
+	}
+	return rb.b.Bytes(), rb
+}
+
+// maxPooledReply bounds the reply buffers kept for reuse, so that one huge
+// query answer does not stay allocated.
+const maxPooledReply = 64 << 10
+
+func (s *Server) putReply(rb *replyBuf) {
+	if rb != nil && rb.b.Cap() <= maxPooledReply {
+		s.replies.Put(rb)
+	}
 }
 
 func errKind(err error) string {
@@ -303,21 +332,29 @@ func errKind(err error) string {
 type conn struct {
 	s      *Server
 	nc     net.Conn
+	rc     syscall.RawConn // nc's descriptor; nil if it has none (then nc.Read and nc.Write serve)
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	first [1]byte      // the first byte of the next message, read without a buffer
-	pre   prefixReader // feeds first, then nc, to a borrowed bufio.Reader
+	in    inbox
+	first [1]byte // without rc: the first byte of a message, read without a buffer
+	// Raw I/O callbacks, bound once, and their state.
+	readFn, writeFn func(fd uintptr) bool
+	shortReadDrains bool // a read shorter than asked empties the socket (unix stream)
+	gone            bool // why reading stopped: the client left (else a protocol error)
+	werr            error
+	out             []byte // what writeFn has yet to write
+
 	slots chan struct{}
 
 	mu      sync.Mutex
 	queue   []queued
-	running bool // a worker goroutine is draining queue
+	running bool // a worker is draining queue
 	worker  sync.WaitGroup
 }
 
 // queued is a request waiting for its turn, or (reply set) a final error
-// reply after which the connection closes.
+// reply, ETX included, after which the connection closes.
 type queued struct {
 	method string
 	args   []json.RawMessage
@@ -327,6 +364,13 @@ type queued struct {
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	cctx, cancel := context.WithCancel(ctx)
 	c := &conn{s: s, nc: nc, ctx: cctx, cancel: cancel, slots: make(chan struct{}, maxPipeline)}
+	c.in = inbox{pool: &s.bufs, max: s.opts.MaxMessageBytes}
+	if sc, ok := nc.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			c.rc, c.readFn, c.writeFn = rc, c.onReadable, c.tryWrite
+			_, c.shortReadDrains = nc.(*net.UnixConn)
+		}
+	}
 	// Closing the socket is how a cancelled connection unblocks its reader
 	// and writer; AfterFunc costs no goroutine until it fires.
 	stop := context.AfterFunc(cctx, func() { nc.Close() })
@@ -345,59 +389,120 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 // are then pointless), as opposed to a protocol error whose pending replies,
 // and the error reply, must still go out.
 func (c *conn) readLoop() (clientGone bool) {
-	s := c.s
-	var br *bufio.Reader
-	defer func() {
-		if br != nil {
-			s.putReader(br)
-		}
-	}()
+	defer c.in.drop()
+	c.armReadDeadline()
+	if c.rc == nil {
+		return c.readConn()
+	}
+	// One raw read operation for the life of the connection: see onReadable.
+	c.gone = true
+	if err := c.rc.Read(c.readFn); err != nil {
+		return true
+	}
+	return c.gone
+}
+
+// onReadable is the connection's read loop, run by the runtime poller: it
+// is called once at the start and then each time the socket becomes
+// readable, and returning false waits for that. It reads straight into
+// the inbox and hands complete messages to deliver.
+//
+// Go's net package reads until EAGAIN before it waits, because each Read
+// call forgets readiness reported earlier. Staying inside one raw read
+// keeps that readiness, so after a read that did not fill the buffer (a
+// unix stream socket then has nothing more queued) it waits at once: one
+// read(2) per request instead of two. The buffer goes back to the pool
+// before each wait when no message is pending.
+func (c *conn) onReadable(fd uintptr) bool {
 	for {
-		if br == nil {
-			// Idle: wait for the next message without holding a buffer.
-			c.armReadDeadline()
-			n, err := c.nc.Read(c.first[:])
-			if n == 0 {
-				if err != nil {
-					return true
-				}
-				continue
-			}
-			// The rest of the message gets its own idle allowance.
-			c.armReadDeadline()
-			c.pre = prefixReader{b: c.first[0], has: true, r: c.nc}
-			br = s.readers.Get().(*bufio.Reader)
-			br.Reset(&c.pre)
-		}
-		msg, err := ReadFrame(br, s.opts.MaxMessageBytes)
-		if err != nil {
-			if errors.Is(err, ErrFrameTooLarge) {
-				s.log.Warn("LUXI request too large, closing connection", "limit", s.opts.MaxMessageBytes)
-				c.enqueue(queued{reply: encodeFailure(ecode.New(ecode.LuxiError, ecode.Inval,
-					fmt.Sprintf("request exceeds %d bytes", s.opts.MaxMessageBytes)))})
-				return false
-			}
-			return true
-		}
-		if br.Buffered() == 0 {
-			s.putReader(br)
-			br = nil
-		}
-		method, args, err := DecodeRequest(msg)
-		if err != nil {
-			s.log.Warn("LUXI malformed request, closing connection", "err", err)
-			c.enqueue(queued{reply: encodeFailure(ecode.New(ecode.LuxiError, ecode.Inval, err.Error()))})
+		wasIdle := !c.in.pending()
+		space := c.in.space()
+		n, err := syscall.Read(int(fd), space)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			c.in.release()
 			return false
-		}
-		if !c.enqueue(queued{method: method, args: args}) {
+		case err != nil || n <= 0:
+			c.gone = true // a read error, or EOF
 			return true
+		}
+		c.in.commit(n)
+		if !c.deliver() {
+			return true
+		}
+		if wasIdle || !c.in.pending() {
+			// A message has begun (it gets its own allowance) or all
+			// have ended (idleness starts).
+			c.armReadDeadline()
+		}
+		if n < len(space) && c.shortReadDrains {
+			c.in.release()
+			return false
 		}
 	}
 }
 
-func (s *Server) putReader(br *bufio.Reader) {
-	br.Reset(nil)
-	s.readers.Put(br)
+// readConn is the read loop for connections without a descriptor: plain
+// Reads, the first byte of each message without a buffer.
+func (c *conn) readConn() (clientGone bool) {
+	for {
+		idle := !c.in.pending()
+		var n int
+		var err error
+		if idle {
+			if n, err = c.nc.Read(c.first[:]); n > 0 {
+				c.in.space()[0] = c.first[0]
+			}
+		} else {
+			n, err = c.nc.Read(c.in.space())
+		}
+		if n == 0 {
+			if err != nil {
+				return true
+			}
+			continue
+		}
+		c.in.commit(n)
+		if !c.deliver() {
+			return c.gone
+		}
+		if idle || !c.in.pending() {
+			c.armReadDeadline()
+		}
+	}
+}
+
+// deliver decodes the complete messages in the inbox and queues them. It
+// reports false when reading must stop, with c.gone telling whether the
+// client left or broke the protocol.
+func (c *conn) deliver() bool {
+	s := c.s
+	for {
+		msg, ok, err := c.in.next()
+		if err != nil {
+			s.log.Warn("LUXI request too large, closing connection", "limit", s.opts.MaxMessageBytes)
+			c.enqueue(queued{reply: failureFrame(ecode.New(ecode.LuxiError, ecode.Inval,
+				fmt.Sprintf("request exceeds %d bytes", s.opts.MaxMessageBytes)))})
+			c.gone = false
+			return false
+		}
+		if !ok {
+			return true
+		}
+		method, args, err := decodeCall(msg)
+		if err != nil {
+			s.log.Warn("LUXI malformed request, closing connection", "err", err)
+			c.enqueue(queued{reply: failureFrame(ecode.New(ecode.LuxiError, ecode.Inval, err.Error()))})
+			c.gone = false
+			return false
+		}
+		if !c.enqueue(queued{method: method, args: args}) {
+			c.gone = true
+			return false
+		}
+	}
 }
 
 // armReadDeadline applies the idle timeout, but only while no call is in
@@ -415,9 +520,9 @@ func (c *conn) armReadDeadline() {
 	}
 }
 
-// enqueue adds a request behind those in progress, starting a worker if none
-// runs. It blocks while maxPipeline requests await replies, and reports false
-// if the connection ended meanwhile.
+// enqueue adds a request behind those in progress, handing the connection
+// to a worker if none runs. It blocks while maxPipeline requests await
+// replies, and reports false if the connection ended meanwhile.
 func (c *conn) enqueue(q queued) bool {
 	select {
 	case c.slots <- struct{}{}:
@@ -425,47 +530,57 @@ func (c *conn) enqueue(q queued) bool {
 		return false
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.queue = append(c.queue, q)
-	if !c.running {
+	start := !c.running
+	if start {
 		c.running = true
 		c.worker.Add(1)
-		go c.work()
+	}
+	c.mu.Unlock()
+	if start {
+		c.s.workers.run(c)
 	}
 	return true
 }
 
-// work runs queued requests in order and writes their replies. It exits when
-// the queue is empty, so an idle connection keeps only its reader goroutine.
-func (c *conn) work() {
-	defer c.worker.Done()
+// drain runs queued requests in order and writes their replies. It returns
+// when the queue is empty, so an idle connection keeps only its reader
+// goroutine; after it returns the worker must not touch c.
+func (c *conn) drain() {
 	for {
 		c.mu.Lock()
 		if len(c.queue) == 0 {
-			c.queue = nil // drop the backing array
+			if cap(c.queue) > 2 {
+				c.queue = nil // drop an array a burst of pipelined requests grew
+			}
 			c.running = false
 			if d := c.s.opts.IdleTimeout; d > 0 {
 				_ = c.nc.SetReadDeadline(time.Now().Add(d))
 			}
 			c.mu.Unlock()
+			c.worker.Done()
 			return
 		}
+		// Shift rather than reslice, so that the array is reused: at
+		// most maxPipeline requests wait.
 		q := c.queue[0]
-		c.queue[0] = queued{}
-		c.queue = c.queue[1:]
+		n := copy(c.queue, c.queue[1:])
+		c.queue[n] = queued{}
+		c.queue = c.queue[:n]
 		c.mu.Unlock()
 
 		reply, final := q.reply, q.reply != nil
+		var rb *replyBuf
 		if !final && c.ctx.Err() == nil {
-			reply = c.s.call(c.ctx, q.method, q.args)
+			reply, rb = c.s.call(c.ctx, q.method, q.args)
 		}
 		if reply != nil && c.ctx.Err() == nil {
-			_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-			if err := WriteFrame(c.nc, reply); err != nil {
+			if err := c.write(reply); err != nil {
 				c.s.log.Debug("LUXI reply not delivered", "method", q.method, "err", err)
 				c.cancel()
 			}
 		}
+		c.s.putReply(rb)
 		<-c.slots
 		if final {
 			// Stop before anything else queued: the connection is closing.
@@ -474,21 +589,193 @@ func (c *conn) work() {
 	}
 }
 
-// prefixReader yields one byte already read, then reads from r.
-type prefixReader struct {
-	b   byte
-	has bool
-	r   io.Reader
+// write sends one reply (ETX included). The first attempt writes without
+// a deadline, which costs a timer; only a client too slow to take the
+// reply at once gets one, and is dropped after writeTimeout.
+func (c *conn) write(msg []byte) error {
+	if i := bytes.IndexByte(msg[:len(msg)-1], ETX); i >= 0 {
+		return errors.New("luxi: message contains the ETX delimiter")
+	}
+	if c.rc != nil {
+		c.out, c.werr = msg, nil
+		err := c.rc.Write(c.writeFn)
+		msg, c.out = c.out, nil
+		if err != nil {
+			return err
+		}
+		if c.werr != nil {
+			return c.werr
+		}
+		if len(msg) == 0 {
+			return nil
+		}
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	_, err := c.nc.Write(msg)
+	_ = c.nc.SetWriteDeadline(time.Time{})
+	return err
 }
 
-func (p *prefixReader) Read(buf []byte) (int, error) {
-	if p.has {
-		if len(buf) == 0 {
-			return 0, nil
+// tryWrite writes as much of c.out as the socket takes without waiting.
+func (c *conn) tryWrite(fd uintptr) bool {
+	for len(c.out) > 0 {
+		n, err := syscall.Write(int(fd), c.out)
+		if n > 0 {
+			c.out = c.out[n:]
 		}
-		buf[0] = p.b
-		p.has = false
-		return 1, nil
+		switch err {
+		case nil:
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return true
+		default:
+			c.werr = err
+			return true
+		}
 	}
-	return p.r.Read(buf)
+	return true
+}
+
+// Worker pool tuning: see workerPool.
+const (
+	workerIdle     = time.Second
+	maxIdleWorkers = 1024
+)
+
+// workerPool runs connections' calls on goroutines that outlive a call.
+// A goroutine's stack starts small and grows, by copying, to what a call
+// needs; a fresh goroutine per call would pay that growth on every call.
+// Workers that finish park here, most recent last, and the next
+// connection with work takes the most recently parked one, whose stack
+// is grown and warm. Workers idle for between one and two idle periods
+// exit, so idle connections still cost no goroutine beyond their reader
+// once traffic stops. The zero value is ready to use.
+type workerPool struct {
+	idleFor time.Duration // default workerIdle
+	maxIdle int           // default maxIdleWorkers
+
+	mu      sync.Mutex
+	idle    []*worker // parked, in the order they parked
+	epoch   uint64    // ticks of the idle timer so far
+	timer   *time.Timer
+	ticking bool
+	closed  bool
+	spawned int            // workers ever started
+	wg      sync.WaitGroup // workers alive
+}
+
+// drainer is work for the pool: a connection with queued calls.
+type drainer interface{ drain() }
+
+type worker struct {
+	next  chan drainer // capacity 1: whoever takes the worker off idle sends once (nil: exit)
+	epoch uint64       // the pool's epoch when it parked
+}
+
+// run has d drained on a parked worker, or on a new one if none is
+// parked. It must not be called after close.
+func (p *workerPool) run(d drainer) {
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		w := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		w.next <- d
+		return
+	}
+	p.spawned++
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go p.loop(&worker{next: make(chan drainer, 1)}, d)
+}
+
+func (p *workerPool) loop(w *worker, d drainer) {
+	defer p.wg.Done()
+	for d != nil {
+		d.drain()
+		if !p.park(w) {
+			return
+		}
+		d = <-w.next
+	}
+}
+
+// park puts w on the idle list, or reports false if it should exit.
+func (p *workerPool) park(w *worker) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	maxIdle := p.maxIdle
+	if maxIdle == 0 {
+		maxIdle = maxIdleWorkers
+	}
+	if p.closed || len(p.idle) >= maxIdle {
+		return false
+	}
+	w.epoch = p.epoch
+	p.idle = append(p.idle, w)
+	if !p.ticking {
+		p.ticking = true
+		if p.timer == nil {
+			p.timer = time.AfterFunc(p.period(), p.tick)
+		} else {
+			p.timer.Reset(p.period())
+		}
+	}
+	return true
+}
+
+func (p *workerPool) period() time.Duration {
+	if p.idleFor > 0 {
+		return p.idleFor
+	}
+	return workerIdle
+}
+
+// tick retires the workers that have been parked since before the
+// previous tick, and keeps ticking while any remain parked. One timer for
+// the pool, rather than one per worker, keeps timers off the call path.
+func (p *workerPool) tick() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.epoch++
+	n := 0
+	// idle is in parking order, so epochs never decrease along it.
+	for n < len(p.idle) && p.idle[n].epoch+2 <= p.epoch {
+		p.idle[n].next <- nil
+		n++
+	}
+	if n > 0 {
+		k := copy(p.idle, p.idle[n:])
+		clear(p.idle[k:])
+		p.idle = p.idle[:k]
+	}
+	if len(p.idle) > 0 && !p.closed {
+		p.timer.Reset(p.period())
+	} else {
+		p.ticking = false
+	}
+}
+
+// stats reports the workers parked and ever started.
+func (p *workerPool) stats() (idle, spawned int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle), p.spawned
+}
+
+// close retires the parked workers and waits for every worker to exit.
+// Callers first make sure nothing is left to call run.
+func (p *workerPool) close() {
+	p.mu.Lock()
+	p.closed = true
+	for _, w := range p.idle {
+		w.next <- nil
+	}
+	p.idle = nil
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
 }

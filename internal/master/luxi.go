@@ -1,12 +1,14 @@
 package master
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -92,39 +94,7 @@ func (h *luxiHandler) Call(ctx context.Context, method string, args []json.RawMe
 		}
 		return out, nil
 	case "WaitForJobChange":
-		id, err := jobID(args, 0)
-		if err != nil {
-			return nil, err
-		}
-		fields, err := arg[[]string](args, 1, "fields")
-		if err != nil {
-			return nil, err
-		}
-		prev, err := optArg[[]any](args, 2, nil)
-		if err != nil {
-			return nil, err
-		}
-		prevSerial, err := optArg[int64](args, 3, -1)
-		if err != nil {
-			return nil, err
-		}
-		tmo, err := optArg[float64](args, 4, 60)
-		if err != nil {
-			return nil, err
-		}
-		tmo = min(max(tmo, 0), 89)
-		info, logs, changed, err := q.WaitForChange(ctx, id, fields, prev, prevSerial, time.Duration(tmo*float64(time.Second)))
-		if err != nil {
-			return nil, err
-		}
-		if !changed {
-			return "nochange", nil
-		}
-		if logs == nil {
-			logs = [][]any{}
-		}
-		redactJobRows(fields, [][]any{info})
-		return []any{info, logs}, nil
+		return h.waitForJobChange(ctx, args)
 	case "CancelJob":
 		id, err := jobID(args, 0)
 		if err != nil {
@@ -294,6 +264,237 @@ func (h *luxiHandler) Call(ctx context.Context, method string, args []json.RawMe
 		return q.Stats(), nil
 	}
 	return nil, ecode.New(ecode.LuxiError, ecode.Inval, fmt.Sprintf("Unknown LUXI method %q", method))
+}
+
+// waitForJobChange answers WaitForJobChange. Every client following a job
+// calls it in a loop, so arguments in the shapes clients send (integers, a
+// list of plain field names) are read without reflection; anything else
+// goes through the general decoding, which also words the errors.
+func (h *luxiHandler) waitForJobChange(ctx context.Context, args []json.RawMessage) (any, error) {
+	id, ok := plainInt(args, 0)
+	if !ok {
+		var err error
+		if id, err = jobID(args, 0); err != nil {
+			return nil, err
+		}
+	}
+	fields, ok := plainStrings(args, 1)
+	if !ok {
+		var err error
+		if fields, err = arg[[]string](args, 1, "fields"); err != nil {
+			return nil, err
+		}
+	}
+	var prev []any
+	var err error
+	if names, ok := plainStrings(args, 2); ok {
+		// The usual prev_job_info: the statuses the client last saw.
+		prev = make([]any, len(names))
+		for i, n := range names {
+			prev[i] = n
+		}
+	} else if prev, err = optArg[[]any](args, 2, nil); err != nil {
+		return nil, err
+	}
+	prevSerial, ok := plainInt(args, 3)
+	if !ok {
+		if prevSerial, err = optArg[int64](args, 3, -1); err != nil {
+			return nil, err
+		}
+	}
+	var tmo float64
+	if n, ok := plainInt(args, 4); ok {
+		tmo = float64(n)
+	} else if tmo, err = optArg[float64](args, 4, 60); err != nil {
+		return nil, err
+	}
+	tmo = min(max(tmo, 0), 89)
+	info, logs, changed, err := h.d.queue.WaitForChange(ctx, id, fields, prev, prevSerial, time.Duration(tmo*float64(time.Second)))
+	if err != nil {
+		return nil, err
+	}
+	if !changed {
+		return "nochange", nil
+	}
+	if logs == nil {
+		logs = [][]any{}
+	}
+	redactJobRows(fields, [][]any{info})
+	reply := []any{info, logs}
+	if b, err := appendJSON(make([]byte, 0, 256), reply); err == nil {
+		return json.RawMessage(b), nil
+	}
+	return reply, nil // the server reports what cannot be encoded
+}
+
+// appendJSON appends v encoded exactly as json.Marshal encodes it. The
+// values a job row and its log entries are made of are written directly,
+// which is much cheaper than reflection; anything else is handed to
+// json.Marshal.
+func appendJSON(b []byte, v any) ([]byte, error) {
+	switch x := v.(type) {
+	case nil:
+		return append(b, "null"...), nil
+	case bool:
+		return strconv.AppendBool(b, x), nil
+	case int:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case int64:
+		return strconv.AppendInt(b, x, 10), nil
+	case string:
+		if plainString(x) {
+			b = append(b, '"')
+			b = append(b, x...)
+			return append(b, '"'), nil
+		}
+	case []int64:
+		if x == nil {
+			return append(b, "null"...), nil
+		}
+		b = append(b, '[')
+		for i, n := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, n, 10)
+		}
+		return append(b, ']'), nil
+	case []any:
+		return appendList(b, x)
+	case json.RawMessage:
+		// json.Marshal compacts a raw message and escapes HTML in it; a
+		// message with nothing to escape (the usual log message) needs
+		// only the compacting, which also validates it.
+		if x != nil && !bytes.ContainsAny(x, "<>&\u2028\u2029") {
+			buf := bytes.NewBuffer(b)
+			if err := json.Compact(buf, x); err == nil {
+				return buf.Bytes(), nil
+			}
+		}
+	case [][]any:
+		if x == nil {
+			return append(b, "null"...), nil
+		}
+		b = append(b, '[')
+		for i, e := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = appendList(b, e); err != nil {
+				return b, err
+			}
+		}
+		return append(b, ']'), nil
+	}
+	m, err := json.Marshal(v)
+	if err != nil {
+		return b, err
+	}
+	return append(b, m...), nil
+}
+
+func appendList(b []byte, l []any) ([]byte, error) {
+	if l == nil {
+		return append(b, "null"...), nil
+	}
+	b = append(b, '[')
+	for i, e := range l {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = appendJSON(b, e); err != nil {
+			return b, err
+		}
+	}
+	return append(b, ']'), nil
+}
+
+// plainString reports whether json.Marshal writes s as is between quotes:
+// printable ASCII that needs no escape (HTML characters are escaped).
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c >= 0x7f, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
+}
+
+// plainInt reads args[i] when it is a JSON integer of at most 15 digits,
+// which every decoding of it (through float64 or int64) gives exactly.
+func plainInt(args []json.RawMessage, i int) (int64, bool) {
+	if i >= len(args) {
+		return 0, false
+	}
+	b := []byte(args[i])
+	digits := b
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 15 || (digits[0] == '0' && len(digits) > 1) {
+		return 0, false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	return n, err == nil
+}
+
+// plainStrings reads args[i] when it is a JSON list of strings of
+// printable ASCII without escapes, which decode to their bytes.
+func plainStrings(args []json.RawMessage, i int) ([]string, bool) {
+	if i >= len(args) {
+		return nil, false
+	}
+	b := []byte(args[i])
+	skip := func(j int) int {
+		for j < len(b) && (b[j] == ' ' || b[j] == '\t' || b[j] == '\r' || b[j] == '\n') {
+			j++
+		}
+		return j
+	}
+	if len(b) < 2 || b[0] != '[' {
+		return nil, false
+	}
+	out := []string{}
+	j := skip(1)
+	if j < len(b) && b[j] == ']' {
+		return out, skip(j+1) == len(b)
+	}
+	for {
+		if j >= len(b) || b[j] != '"' {
+			return nil, false
+		}
+		k := j + 1
+		for k < len(b) && b[k] != '"' {
+			if c := b[k]; c == '\\' || c < 0x20 || c >= 0x7f {
+				return nil, false
+			}
+			k++
+		}
+		if k >= len(b) {
+			return nil, false
+		}
+		out = append(out, string(b[j+1:k]))
+		j = skip(k + 1)
+		if j >= len(b) {
+			return nil, false
+		}
+		switch b[j] {
+		case ',':
+			j = skip(j + 1)
+		case ']':
+			return out, skip(j+1) == len(b)
+		default:
+			return nil, false
+		}
+	}
 }
 
 func (d *Daemon) setWatcherPause(ctx context.Context, until *float64) (any, error) {
