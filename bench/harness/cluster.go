@@ -30,6 +30,11 @@ type Flags struct {
 	FakeMemMiB int64  // memory each fake node reports; 0 = devcluster's default
 	Keep       bool   // leave the dev cluster running (and print where it is)
 	Verbose    bool   // log the dev cluster's progress on stderr
+	// Store is the dev cluster's store backend, bbolt or etcd, so every
+	// benchmark can measure either; EtcdMembers is how many etcd members
+	// it runs (1 or 3).
+	Store       string
+	EtcdMembers int
 }
 
 // Register defines the flags on fs.
@@ -44,6 +49,11 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.IntVar(&f.Nodes, "nodes", f.Nodes, "node daemons besides the master's in the dev cluster")
 	fs.Int64Var(&f.FakeMemMiB, "fake-mem", f.FakeMemMiB, "memory (MiB) each fake-hypervisor node reports (0: the dev cluster's default)")
 	fs.BoolVar(&f.Keep, "keep", f.Keep, "leave the dev cluster running afterwards")
+	if f.Store == "" {
+		f.Store = "bbolt"
+	}
+	fs.StringVar(&f.Store, "store", f.Store, "store backend of the dev cluster: bbolt or etcd (members started by the dev cluster)")
+	fs.IntVar(&f.EtcdMembers, "etcd-members", f.EtcdMembers, "with -store etcd: etcd members of the dev cluster, 1 or 3 (0: the dev cluster's default, 1)")
 	fs.BoolVar(&f.Verbose, "v", f.Verbose, "log the dev cluster's progress")
 }
 
@@ -55,9 +65,13 @@ type Cluster struct {
 	// SetupTime is how long bringing up the dev cluster took (0 if none
 	// was started).
 	SetupTime time.Duration
-	dir       string // state directory of a dev cluster we started
-	keep      bool
-	logf      func(string, ...any)
+	// Store is the store backend measured ("bbolt" or "etcd"; "" when only
+	// --socket names the cluster), for the programs' results.
+	Store string
+
+	dir  string // state directory of a dev cluster we started
+	keep bool
+	logf func(string, ...any)
 }
 
 // Start brings up a dev cluster with the fake hypervisor (needs root and
@@ -76,7 +90,7 @@ func Start(ctx context.Context, f Flags) (*Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Cluster{Socket: st.Socket, State: st, logf: logf}, nil
+		return &Cluster{Socket: st.Socket, State: st, Store: storeOf(st), logf: logf}, nil
 	}
 	bin, err := filepath.Abs(f.Bin)
 	if err != nil {
@@ -98,10 +112,15 @@ func Start(ctx context.Context, f Flags) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{dir: dir, keep: f.Keep, logf: logf}
+	members := f.EtcdMembers
+	if f.Store != "etcd" {
+		members = 0 // so one command line can measure both backends
+	}
 	t0 := time.Now()
 	st, err := devcluster.Up(ctx, devcluster.Options{
 		StateDir: dir, BinDir: bin, OSDir: osDir, Hypervisors: []string{"fake"},
 		Nodes: f.Nodes, FakeMemMiB: f.FakeMemMiB, Log: logf,
+		Store: f.Store, EtcdMembers: members,
 	})
 	if err != nil {
 		c.keep = false
@@ -109,8 +128,15 @@ func Start(ctx context.Context, f Flags) (*Cluster, error) {
 		return nil, err
 	}
 	c.SetupTime = time.Since(t0)
-	c.Socket, c.State = st.Socket, st
+	c.Socket, c.State, c.Store = st.Socket, st, storeOf(st)
 	return c, nil
+}
+
+func storeOf(st *devcluster.State) string {
+	if st.Store == "" {
+		return "bbolt"
+	}
+	return st.Store
 }
 
 // Close tears down a dev cluster Start brought up, unless --keep was given.

@@ -20,6 +20,8 @@ import (
 	"github.com/corral/corral/internal/bootstrap"
 	"github.com/corral/corral/internal/failpoint"
 	"github.com/corral/corral/internal/master"
+	"github.com/corral/corral/internal/store"
+	"github.com/corral/corral/internal/storecfg/backend"
 )
 
 func main() {
@@ -37,9 +39,12 @@ func env(name, def string) string {
 }
 
 func run(args []string) error {
+	if len(args) > 0 && args[0] == "migrate-store" {
+		return runMigrate(args[1:], os.Stdout)
+	}
 	fs := flag.NewFlagSet("corrald", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: corrald [flags]\n\nThe Corral master daemon: job queue, configuration, LUXI socket, node joins.\nIt must run as the corral-master user (never root).\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: corrald [flags]\n       corrald migrate-store [flags]   (see corrald migrate-store -h)\n\nThe Corral master daemon: job queue, configuration, LUXI socket, node joins.\nIt must run as the corral-master user (never root). The store it opens is\nnamed by <state-dir>/master/store.json (the bbolt file when there is none).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	stateDir := fs.String("state-dir", env("CORRAL_STATE_DIR", bootstrap.DefaultStateDir), "cluster state directory (env CORRAL_STATE_DIR); corrald uses <state-dir>/master")
@@ -84,6 +89,13 @@ func run(args []string) error {
 		StateDir: l.MasterDir(), RunDir: l.MasterRunDir(), SocketPath: filepath.Join(l.MasterRunDir(), master.FileLUXISocket),
 		SocketGroup: *group, JoinListen: *join, MaxConns: *maxConns, MaxMessageBytes: *maxMsg, WatcherInterval: w, Logger: log,
 		Failpoints: fp,
+		OpenStore: func(ctx context.Context) (store.Store, error) {
+			st, cfg, err := backend.Open(ctx, l.MasterDir(), backend.Options{Logger: log})
+			if err == nil {
+				log.Info("store opened", "backend", cfg.Backend, "endpoints", cfg.Endpoints, "prefix", cfg.Prefix)
+			}
+			return st, err
+		},
 	})
 }
 

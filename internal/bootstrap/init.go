@@ -16,6 +16,7 @@ import (
 	"github.com/corral/corral/internal/nodeserver"
 	"github.com/corral/corral/internal/pki"
 	"github.com/corral/corral/internal/store/boltstore"
+	"github.com/corral/corral/internal/storecfg"
 )
 
 // InitOptions describe a new cluster.
@@ -43,8 +44,11 @@ func Init(ctx context.Context, o InitOptions) error {
 		return err
 	}
 	l := o.Layout
-	if _, err := os.Stat(filepath.Join(l.MasterDir(), master.FileStore)); err == nil {
-		return ecode.Errorf(ecode.Exists, "a cluster is already initialised in %s (destroy it first)", l.StateDir)
+	// A cluster moved to etcd has a store record and no bbolt file.
+	for _, f := range []string{master.FileStore, storecfg.FileName} {
+		if _, err := os.Stat(filepath.Join(l.MasterDir(), f)); err == nil {
+			return ecode.Errorf(ecode.Exists, "a cluster is already initialised in %s (destroy it first)", l.StateDir)
+		}
 	}
 	var masterAcct Account
 	adminGID := -1

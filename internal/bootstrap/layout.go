@@ -33,6 +33,11 @@ func (l Layout) NodeDir(name string) string {
 	return filepath.Join(l.StateDir, name)
 }
 
+// EtcdDir holds the etcd members Corral runs on this machine: their
+// certificates (pki/, corral-etcd only), one directory per member (m0, ...)
+// with its data, log and pid file, and the systemd unit of a lone member.
+func (l Layout) EtcdDir() string { return filepath.Join(l.StateDir, "etcd") }
+
 // MasterRunDir holds the LUXI socket (corral-master:corral-admin, 0750).
 func (l Layout) MasterRunDir() string { return filepath.Join(l.RunDir, "master") }
 

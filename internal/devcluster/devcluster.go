@@ -16,13 +16,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/corral/corral/internal/bootstrap"
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/luxi"
+	"github.com/corral/corral/internal/storecfg"
 )
 
 // Options for Up.
@@ -38,7 +41,15 @@ type Options struct {
 	FakeMemMiB   int64
 	WatcherEvery time.Duration
 	CorraldArgs  []string // extra corrald flags, e.g. --max-connections
-	Log          func(format string, args ...any)
+	// Store is the store backend: bbolt (default) or etcd. With etcd the
+	// dev cluster starts EtcdMembers members (1 or 3, default 1) as the
+	// user corral-etcd on the master's address, inits the cluster on bbolt
+	// and moves it to etcd with corrald migrate-store before corrald
+	// starts: the same path as 'corral cluster init --store etcd'.
+	Store       string
+	EtcdMembers int
+	EtcdBinary  string // default etcdproc.Binary()
+	Log         func(format string, args ...any)
 }
 
 // Proc is a daemon the dev cluster started.
@@ -47,7 +58,13 @@ type Proc struct {
 	PID  int      `json:"pid"`
 	Args []string `json:"args"`
 	Log  string   `json:"log"`
+	// User the daemon runs as, when not root and not implied by its name
+	// (corrald runs as corral-master).
+	User string `json:"user,omitempty"`
 }
+
+// EtcdMemberName is the process name of the n-th etcd member (from 1).
+func EtcdMemberName(n int) string { return fmt.Sprintf("etcd member %d", n) }
 
 // State is written to <state-dir>/dev.json so down and tests can find
 // everything.
@@ -60,6 +77,10 @@ type State struct {
 	IPs      []string `json:"ips"`
 	RPCPort  int      `json:"rpc_port"`
 	Procs    []Proc   `json:"procs"`
+	// Store is the store backend ("" = bbolt) and EtcdEndpoints the etcd
+	// members' client URLs.
+	Store         string   `json:"store,omitempty"`
+	EtcdEndpoints []string `json:"etcd_endpoints,omitempty"`
 	// Created is true when Up created the state directory, so purge may
 	// remove it whole; otherwise purge removes only what Up put there.
 	Created bool `json:"created"`
@@ -106,6 +127,22 @@ func (o *Options) fill() error {
 	}
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
+	}
+	switch o.Store {
+	case "", storecfg.BackendBolt:
+		o.Store = storecfg.BackendBolt
+		if o.EtcdMembers > 1 {
+			return fmt.Errorf("%d etcd members asked for a cluster on bbolt: add --store etcd", o.EtcdMembers)
+		}
+	case storecfg.BackendEtcd:
+		if o.EtcdMembers == 0 {
+			o.EtcdMembers = 1
+		}
+		if o.EtcdMembers != 1 && o.EtcdMembers != 3 {
+			return fmt.Errorf("%d etcd members: a dev cluster runs 1 or 3", o.EtcdMembers)
+		}
+	default:
+		return fmt.Errorf("store %q: want bbolt or etcd", o.Store)
 	}
 	return nil
 }
@@ -222,11 +259,12 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err := startNode("node1", ips[0]); err != nil {
 		return st, err
 	}
-	acct, err := bootstrap.Lookup(bootstrap.MasterUser)
-	if err != nil {
-		return st, err
+	if o.Store == storecfg.BackendEtcd {
+		if err := upEtcd(ctx, o, l, st, ips[0], save); err != nil {
+			return st, err
+		}
 	}
-	adminGID, err := bootstrap.GroupID(bootstrap.AdminGroup)
+	cred, err := bootstrap.MasterCredential()
 	if err != nil {
 		return st, err
 	}
@@ -234,7 +272,6 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if watch == 0 {
 		watch = time.Minute
 	}
-	cred := &syscall.Credential{Uid: uint32(acct.UID), Gid: uint32(acct.GID), Groups: []uint32{uint32(adminGID)}}
 	p, err := start(filepath.Join(o.BinDir, "corrald"), append([]string{"--state-dir", o.StateDir, "--run-dir", runDir,
 		"--watcher-interval", watch.String()}, o.CorraldArgs...), filepath.Join(o.StateDir, "logs", "corrald.log"), cred, nil)
 	if err != nil {
@@ -295,8 +332,44 @@ func joinComma(l []string) string {
 	return s
 }
 
-// start launches a daemon detached from our session, logging to a file. env
-// entries are added to our environment.
+// upEtcd starts the etcd members, records them, and moves the new cluster's
+// store to them.
+func upEtcd(ctx context.Context, o Options, l bootstrap.Layout, st *State, host string, save func() error) error {
+	o.Log("Starting %d etcd member(s) on %s as %s", o.EtcdMembers, host, bootstrap.EtcdUser)
+	ms, err := bootstrap.StartEtcd(ctx, bootstrap.EtcdOptions{Layout: l, Members: o.EtcdMembers, Host: host, Binary: o.EtcdBinary, SetOwners: true})
+	if err != nil {
+		return err
+	}
+	st.Store = storecfg.BackendEtcd
+	for i, m := range ms {
+		st.Procs = append(st.Procs, Proc{Name: EtcdMemberName(i + 1), PID: m.PID, Args: m.Args, Log: m.Log, User: bootstrap.EtcdUser})
+		st.EtcdEndpoints = append(st.EtcdEndpoints, m.ClientURL)
+	}
+	if err := save(); err != nil {
+		return err
+	}
+	o.Log("Moving the store to etcd (%s)", joinComma(st.EtcdEndpoints))
+	cmd, err := bootstrap.MigrateCommand(ctx, bootstrap.MigrateOptions{
+		Layout: l, CorraldBin: filepath.Join(o.BinDir, "corrald"), Endpoints: st.EtcdEndpoints, SetOwners: true,
+	})
+	if err != nil {
+		return err
+	}
+	logPath := filepath.Join(o.StateDir, "logs", "migrate-store.log")
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("corrald migrate-store failed (see %s): %w", logPath, err)
+	}
+	return nil
+}
+
+// start launches a daemon detached from our session, logging to a file. A
+// nil env inherits ours.
 func start(bin string, args []string, logPath string, cred *syscall.Credential, env []string) (Proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	if err != nil {
@@ -305,9 +378,7 @@ func start(bin string, args []string, logPath string, cred *syscall.Credential, 
 	defer f.Close()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	if len(env) > 0 {
-		cmd.Env = append(os.Environ(), env...)
-	}
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: cred}
 	if err := cmd.Start(); err != nil {
 		return Proc{}, fmt.Errorf("starting %s: %w", bin, err)
@@ -393,22 +464,27 @@ func RestartWith(st *State, name string, env []string) (Proc, error) {
 			continue
 		}
 		var cred *syscall.Credential
-		if name == "corrald" {
-			acct, err := bootstrap.Lookup(bootstrap.MasterUser)
-			if err != nil {
-				return Proc{}, err
-			}
-			gid, err := bootstrap.GroupID(bootstrap.AdminGroup)
-			if err != nil {
-				return Proc{}, err
-			}
-			cred = &syscall.Credential{Uid: uint32(acct.UID), Gid: uint32(acct.GID), Groups: []uint32{uint32(gid)}}
+		var err error
+		full := append(os.Environ(), env...)
+		switch {
+		case name == "corrald":
+			cred, err = bootstrap.MasterCredential()
+		case p.User == bootstrap.EtcdUser:
+			cred, err = bootstrap.EtcdCredential()
+			// etcd reads ETCD_* variables as flags: only its recorded
+			// flags may count.
+			full = slices.DeleteFunc(full, func(kv string) bool { return strings.HasPrefix(kv, "ETCD_") })
+		case p.User != "":
+			err = fmt.Errorf("%s runs as %s, which this program does not know how to restart", name, p.User)
 		}
-		np, err := start(p.Args[0], p.Args[1:], p.Log, cred, env)
 		if err != nil {
 			return Proc{}, err
 		}
-		np.Name = p.Name
+		np, err := start(p.Args[0], p.Args[1:], p.Log, cred, full)
+		if err != nil {
+			return Proc{}, err
+		}
+		np.Name, np.User = p.Name, p.User
 		st.Procs[i] = np
 		b, _ := json.MarshalIndent(st, "", "  ")
 		return np, os.WriteFile(filepath.Join(st.StateDir, "dev.json"), b, 0o644)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,10 +19,12 @@ import (
 	"github.com/corral/corral/internal/bootstrap"
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/devcluster"
+	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/kvopts"
 	"github.com/corral/corral/internal/luxi"
 	"github.com/corral/corral/internal/master"
 	"github.com/corral/corral/internal/store/boltstore"
+	"github.com/corral/corral/internal/storecfg"
 )
 
 // Dirs resolves the global --state-dir and --run-dir flags.
@@ -35,7 +38,7 @@ type Dirs struct {
 
 // ClusterCommands are added under "corral cluster".
 func ClusterCommands(d Dirs) []*cobra.Command {
-	return []*cobra.Command{initCmd(d), destroyCmd(d), backupCmd(d)}
+	return []*cobra.Command{initCmd(d), destroyCmd(d), backupCmd(d), migrateStoreCmd(d)}
 }
 
 // RootCommands are added at the top level.
@@ -47,6 +50,8 @@ func initCmd(d Dirs) *cobra.Command {
 	var o bootstrap.InitOptions
 	var hvs, templates string
 	var hvParams []string
+	var storeName string
+	var e etcdFlags
 	cmd := &cobra.Command{
 		Use:   "init NAME",
 		Short: "Create a new cluster on this machine (the first master)",
@@ -56,8 +61,15 @@ default node group and this machine as master node, the users corral-master
 and corral-qemu and the group corral-admin. Refuses to run twice.
 
 Then start corral-node (as root) and corrald (as corral-master), or use the
-service units.`,
-		Example: "  corral cluster init --master-ip 192.0.2.10 cluster1.example.com",
+service units.
+
+With --store etcd the cluster is created on bbolt as above and its store is
+then moved to etcd, exactly as 'corral cluster migrate-store' does; if that
+step fails, the cluster stays on bbolt and the step can be run again with
+that command.
+
+` + storeHelp,
+		Example: "  corral cluster init --master-ip 192.0.2.10 cluster1.example.com\n  corral cluster init --master-ip 192.0.2.10 --store etcd cluster1.example.com\n  corral cluster init --store etcd --etcd-endpoints https://192.0.2.10:2379,https://192.0.2.11:2379,https://192.0.2.12:2379 cluster1.example.com",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name = args[0]
@@ -67,6 +79,18 @@ service units.`,
 			o.SetOwners = os.Geteuid() == 0
 			if !o.SetOwners {
 				return fmt.Errorf("cluster init needs root (it creates system users and root-owned node state)")
+			}
+			switch storeName {
+			case storecfg.BackendBolt:
+				if e != (etcdFlags{}) {
+					return ecode.Errorf(ecode.Inval, "the --etcd-* flags need --store etcd")
+				}
+			case storecfg.BackendEtcd:
+				if err := e.check(); err != nil {
+					return err
+				}
+			default:
+				return ecode.Errorf(ecode.Inval, "--store %q: want bbolt or etcd", storeName)
 			}
 			o.HVParams = map[string]config.Params{}
 			for _, h := range hvParams {
@@ -83,6 +107,11 @@ service units.`,
 			if err := bootstrap.Init(cmd.Context(), o); err != nil {
 				return err
 			}
+			if storeName == storecfg.BackendEtcd {
+				if err := moveToEtcd(cmd.Context(), d, o.Layout, e, o.MasterIP); err != nil {
+					return fmt.Errorf("cluster %s was initialised on bbolt, but %w (retry with 'corral cluster migrate-store')", o.Name, err)
+				}
+			}
 			fmt.Fprintf(d.Stdout, "Cluster %s initialised in %s.\nStart the daemons:\n  corral-node --state-dir %s --run-dir %s --listen %s:%d &\n  runuser -u %s -- corrald --state-dir %s --run-dir %s &\n",
 				o.Name, d.StateDir(), o.Layout.NodeDir(""), o.Layout.NodeRunDir(""), o.MasterIP, o.RPCPort,
 				bootstrap.MasterUser, d.StateDir(), d.RunDir())
@@ -98,6 +127,8 @@ service units.`,
 	f.StringVar(&templates, "enabled-disk-templates", "file,diskless", "disk templates to enable")
 	f.StringVar(&o.MACPrefix, "mac-prefix", config.DefaultMACPrefix, "prefix of generated MAC addresses")
 	f.StringArrayVarP(&hvParams, "hypervisor-parameters", "H", nil, "hypervisor defaults, HV:key=val,... (repeatable)")
+	f.StringVar(&storeName, "store", storecfg.BackendBolt, "where the configuration and job queue live: bbolt (one file on this machine) or etcd")
+	e.register(f)
 	return cmd
 }
 
@@ -140,13 +171,20 @@ stopped and the cluster state directory is removed.`,
 				return fmt.Errorf("cluster destroy refused: %w", err)
 			}
 			l := bootstrap.Layout{StateDir: d.StateDir(), RunDir: d.RunDir()}
-			killByStateDir(l.StateDir)
-			for _, p := range []string{l.MasterDir(), l.NodeDir(""), l.MasterRunDir(), l.NodeRunDir("")} {
+			scfg, _ := storecfg.Load(l.MasterDir())
+			_, err = os.Stat(l.EtcdDir())
+			localEtcd := err == nil
+			stopByStateDir(l.StateDir, 10*time.Second)
+			for _, p := range []string{l.MasterDir(), l.NodeDir(""), l.MasterRunDir(), l.NodeRunDir(""), l.EtcdDir()} {
 				if err := os.RemoveAll(p); err != nil {
 					return err
 				}
 			}
 			fmt.Fprintln(d.Stdout, "Cluster destroyed.")
+			if scfg.Backend == storecfg.BackendEtcd && !localEtcd {
+				fmt.Fprintf(d.Stdout, "Its keys remain in your etcd (%s) under %s: remove them with etcdctl del --prefix %s\n",
+					strings.Join(scfg.Endpoints, ","), scfg.Prefix, scfg.Prefix)
+			}
 			return nil
 		},
 	}
@@ -154,30 +192,27 @@ stopped and the cluster state directory is removed.`,
 	return cmd
 }
 
-// killByStateDir stops daemons whose command line names this state dir.
-func killByStateDir(stateDir string) {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid := 0
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if len(args) == 0 {
-			continue
-		}
-		base := filepath.Base(args[0])
-		if base != "corrald" && base != "corral-node" {
-			continue
-		}
-		if strings.Contains(string(b), stateDir) {
-			_ = syscall.Kill(pid, syscall.SIGTERM)
+// stopByStateDir stops this state directory's daemons and etcd members
+// (SIGTERM) and waits, bounded, until they are gone, so that their
+// directories can be removed.
+func stopByStateDir(stateDir string, grace time.Duration) {
+	pids := procsByStateDir(stateDir, "corrald", "corral-node", "etcd")
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(grace)
+	for _, pid := range pids {
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
+}
+
+// alive reports whether pid runs: a zombie has finished (its parent, or
+// init for an orphan, has yet to reap it).
+func alive(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	return err == nil && !strings.Contains(string(b), ") Z ")
 }
 
 func backupCmd(d Dirs) *cobra.Command {
@@ -208,6 +243,10 @@ directly. Needs read access to the master's state directory (root).`,
 				return nil
 			}
 			l := bootstrap.Layout{StateDir: d.StateDir(), RunDir: d.RunDir()}
+			if scfg, err := storecfg.Load(l.MasterDir()); err == nil && scfg.Backend != storecfg.BackendBolt {
+				return fmt.Errorf("corrald is not reachable and the store is on %s (%s, prefix %s): start corrald, or take a snapshot with etcdctl snapshot save",
+					scfg.Backend, strings.Join(scfg.Endpoints, ","), scfg.Prefix)
+			}
 			path := filepath.Join(l.MasterDir(), master.FileStore)
 			st, err := boltstore.Open(path, boltstore.Options{OpenTimeout: 2 * time.Second})
 			if err != nil {
@@ -277,6 +316,8 @@ by side. Needs root. Prints how to reach the cluster.`,
 	up.Flags().StringVar(&o.OSDir, "os-dir", "", "OS definitions directory (default: ../os next to the binaries)")
 	up.Flags().StringVar(&hvs, "hypervisors", "", "hypervisors to enable (default kvm,fake when qemu is installed)")
 	up.Flags().DurationVar(&o.WatcherEvery, "watcher-interval", time.Minute, "how often the watcher runs")
+	up.Flags().StringVar(&o.Store, "store", storecfg.BackendBolt, "store backend: bbolt, or etcd on members the dev cluster starts")
+	up.Flags().IntVar(&o.EtcdMembers, "etcd-members", 1, "with --store etcd: how many etcd members to run (1 or 3)")
 	var purge bool
 	down := &cobra.Command{
 		Use:   "down",

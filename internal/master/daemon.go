@@ -32,6 +32,7 @@ import (
 	"github.com/corral/corral/internal/rpc"
 	"github.com/corral/corral/internal/store"
 	"github.com/corral/corral/internal/store/boltstore"
+	"github.com/corral/corral/internal/storecfg"
 )
 
 // Version of the software; nodes must match it.
@@ -42,7 +43,7 @@ const ProtocolVersion = luxi.ProtocolVersion
 
 // Files in the master's state directory.
 const (
-	FileStore        = "config.db"
+	FileStore        = storecfg.FileBolt
 	FileCA           = "ca.pem"
 	FileCAKey        = "ca.key"
 	FileMasterCert   = "master.pem"
@@ -66,6 +67,10 @@ type Options struct {
 	Logger          *slog.Logger
 	// Failpoints, when armed, kill corrald at named points (crash tests).
 	Failpoints *failpoint.Set
+	// OpenStore opens the store the cluster's store.json names. nil opens
+	// the bbolt store in StateDir, and refuses a cluster on another
+	// backend: the etcd client is linked by corrald's main, not here.
+	OpenStore func(ctx context.Context) (store.Store, error)
 }
 
 // Daemon is a running corrald.
@@ -111,13 +116,9 @@ func Open(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, locks: locking.New(),
 		qInst: query.Instances(), qNode: query.Nodes(), qGroup: query.Groups()}
-	path := filepath.Join(opts.StateDir, FileStore)
-	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("no cluster store at %s (run 'corral cluster init' first): %w", path, err)
-	}
-	st, err := boltstore.Open(path, boltstore.Options{Logger: opts.Logger})
+	st, err := openStore(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("opening the store: %w", err)
+		return nil, err
 	}
 	d.st = st
 	ok := false
@@ -180,6 +181,31 @@ func Open(ctx context.Context, opts Options) (*Daemon, error) {
 	d.watch = newWatcher(d)
 	ok = true
 	return d, nil
+}
+
+// openStore opens the cluster's store: through opts.OpenStore when given,
+// else the bbolt file, after checking store.json does not name another
+// backend.
+func openStore(ctx context.Context, opts Options) (store.Store, error) {
+	if opts.OpenStore != nil {
+		return opts.OpenStore(ctx)
+	}
+	cfg, err := storecfg.Load(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Backend != storecfg.BackendBolt {
+		return nil, fmt.Errorf("the cluster's store is on %s (%s), which this program cannot open", cfg.Backend, storecfg.Path(opts.StateDir))
+	}
+	path := filepath.Join(opts.StateDir, FileStore)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("no cluster store at %s (run 'corral cluster init' first): %w", path, err)
+	}
+	st, err := boltstore.Open(path, boltstore.Options{Logger: opts.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("opening the store: %w", err)
+	}
+	return st, nil
 }
 
 func (d *Daemon) file(name string) string { return filepath.Join(d.opts.StateDir, name) }
