@@ -13,7 +13,7 @@ import (
 
 // archiveBatch bounds the jobs archived per transaction: each takes a put
 // and a delete.
-const archiveBatch = store.MaxOpsPerTxn / 2
+const archiveBatch = (store.MaxOpsPerTxn - store.GuardReserve) / 2
 
 // Cancel cancels a job with Ganeti's semantics: a queued job is canceled at
 // once; a waiting one is canceled (it stops waiting for locks, or its

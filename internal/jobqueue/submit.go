@@ -174,7 +174,7 @@ func (q *Queue) submit(ctx context.Context, jobs [][]json.RawMessage, toDrained 
 			release(1)
 			continue
 		}
-		if len(batch) == store.MaxOpsPerTxn || bytes+size > store.MaxTxnBytes-txnSlack {
+		if len(batch) == store.MaxOpsPerTxn-store.GuardReserve || bytes+size > store.MaxTxnBytes-txnSlack {
 			flush()
 		}
 		batch = append(batch, rec)

@@ -14,6 +14,12 @@ import (
 const (
 	MaxOpsPerTxn = 128
 	MaxTxnBytes  = 1536 * 1024 // keys plus values of one transaction
+	// GuardReserve is how many compares and operations per list a caller
+	// that builds large transactions leaves free for the layers below it
+	// that add their own: the election fence adds a compare, the etcd
+	// backend a marker compare and put. With it, a fenced transaction on
+	// etcd still fits etcd's default --max-txn-ops of 128.
+	GuardReserve = 8
 )
 
 var (
@@ -21,6 +27,12 @@ var (
 	ErrTooLarge  = errors.New("store: transaction exceeds size or operation limits")
 	ErrNoLease   = errors.New("store: lease not found")
 	ErrClosed    = errors.New("store: closed")
+	// ErrUncertain marks a Txn whose outcome the backend could not learn
+	// (a networked backend lost its cluster for longer than it retries,
+	// or the caller's context ended while a write was in flight), or one
+	// that applied but whose reads could not be recovered. The caller must
+	// read the store to find out. bbolt never returns it.
+	ErrUncertain = errors.New("store: transaction outcome unknown")
 )
 
 // KV is one stored key with its metadata.

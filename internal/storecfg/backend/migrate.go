@@ -89,7 +89,7 @@ type MigrateResult struct {
 
 const (
 	pageSize      = 1000
-	batchMaxOps   = store.MaxOpsPerTxn
+	batchMaxOps   = store.MaxOpsPerTxn - store.GuardReserve
 	batchMaxBytes = store.MaxTxnBytes
 	maxReported   = 10
 )
