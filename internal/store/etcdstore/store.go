@@ -8,7 +8,44 @@
 // watch events are all relative to it.
 //
 // Where the store's contract and etcd differ, this backend bridges the gap
-// rather than leaking it (see Txn on value compares of missing keys).
+// rather than leaking it (see guarded on value compares of missing keys).
+//
+// # Writes whose outcome is always known
+//
+// When the member serving a transaction dies, or the cluster loses its
+// leader, while the transaction is in flight, the answer is lost
+// ("connection reset", "request timed out"): the transaction may or may not
+// have applied, and etcd's client never sends a write twice. So every
+// transaction that writes carries a marker, the key "<prefix without its
+// last />\x00txn/<128-bit random id>". "\x00" sorts before "/", so markers
+// lie outside every range of the store's keys and no Range, Watch or
+// DeletePrefix of the store ever sees them. The caller's transaction is
+// nested in an outer one that runs it only while the marker is missing, and
+// each branch that writes also puts the marker, valued "then" or "else", in
+// the same revision as its writes (on a first try, a branch that changes
+// nothing, because it only reads or its deletes find nothing, puts no marker
+// and keeps the revision: running it is as good as not running it). After a
+// failure that may have applied (anything but etcd's refusals: see refused),
+// Txn backs off, reads the marker and, if it is there, returns the result it
+// records (the branch and, as its mod revision, the revision); otherwise it
+// sends the transaction again with the same marker, now put by both branches
+// so that an earlier try still in flight can no longer apply after this one
+// answers. An outer compare that fails because the marker appeared meanwhile
+// yields the marker the same way. Reads in a branch that applied are read
+// again at its revision when that gives the same keys (no later write of the
+// branch touches them); otherwise the result is store.ErrUncertain. When
+// Options.RetryBound has passed, Txn fences the transaction off by putting
+// its marker as "none" if it is still missing, so that no try can apply
+// later, and returns an ordinary error: one wrapping store.ErrUncertain only
+// when even that failed. A refusal that follows a try of unknown fate is
+// returned after the same fence. Markers are attached to leases that are
+// never kept alive (a new one every minute, each living three by default),
+// so they go by themselves. Their puts share the revision of the writes they
+// mark; their expiry moves the store's revision, as other writers do, with
+// no event in the store's watches. A store on the whole keyspace (Prefix "")
+// has no room for markers: its writes are not retried, and a failure that
+// may have applied wraps store.ErrUncertain. Transactions that only read are
+// retried freely.
 package etcdstore
 
 import (
@@ -52,6 +89,20 @@ type Options struct {
 	// Logger receives the store's and the etcd client's messages; nil
 	// discards them.
 	Logger *slog.Logger
+	// RetryBound bounds how long Txn keeps retrying a transaction whose
+	// tries fail with the cluster in trouble (default 30 s); the caller's
+	// context bounds it too.
+	RetryBound time.Duration
+	// AttemptTimeout bounds one try of a transaction (default 5 s), so
+	// that a request stuck on a dead member or behind a lost leader is
+	// retried on another before etcd's own timeout (7 s or more).
+	AttemptTimeout time.Duration
+	// MarkerTTL is the TTL of the leases of transaction markers (default
+	// 3 min). A lease takes new markers during the first third of its
+	// life, and a marker must outlive every try of its transaction, so
+	// Open refuses a TTL below 1.5 × (RetryBound + 2 × AttemptTimeout).
+	// Tests shorten it to watch markers expire.
+	MarkerTTL time.Duration
 }
 
 const (
@@ -88,9 +139,24 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	// Transaction markers (see the package doc and marker.go).
+	markers        string // etcd key prefix of the markers; "" = none
+	retryBound     time.Duration
+	attemptTimeout time.Duration
+	markerTTL      time.Duration
+	lease          atomic.Pointer[markerLease]
+	leaseSem       chan struct{} // one grant at a time
+	now            func() time.Time
+	// retries counts tries sent again after an unknown outcome; settled
+	// counts outcomes learned from a marker.
+	retries, settled atomic.Int64
+
 	// testHookGuarded runs between the read and the write of a guarded
-	// transaction (see txnGuarded).
+	// transaction (see guarded).
 	testHookGuarded func()
+	// testHookSend, when set, sends each try of a transaction in place of
+	// send, so that tests can lose replies or requests.
+	testHookSend func(ctx context.Context, sends int, req etcdTxn, send func(context.Context, etcdTxn) (*clientv3.TxnResponse, error)) (*clientv3.TxnResponse, error)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -110,6 +176,19 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.RetryBound <= 0 {
+		opts.RetryBound = defaultRetryBound
+	}
+	if opts.AttemptTimeout <= 0 {
+		opts.AttemptTimeout = defaultAttemptTimeout
+	}
+	if opts.MarkerTTL <= 0 {
+		opts.MarkerTTL = defaultMarkerTTL
+	}
+	if need := 3 * (opts.RetryBound + 2*opts.AttemptTimeout) / 2; opts.MarkerTTL < need {
+		return nil, fmt.Errorf("etcdstore: marker TTL %v is shorter than 1.5 × (retry bound %v + 2 × attempt timeout %v) = %v",
+			opts.MarkerTTL, opts.RetryBound, opts.AttemptTimeout, need)
+	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:            opts.Endpoints,
 		TLS:                  opts.TLS,
@@ -123,7 +202,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("etcdstore: %w", err)
 	}
 	sctx, cancel := context.WithCancel(context.Background())
-	s := &Store{cli: cli, prefix: opts.Prefix, log: opts.Logger, ctx: sctx, cancel: cancel}
+	s := &Store{cli: cli, prefix: opts.Prefix, log: opts.Logger, ctx: sctx, cancel: cancel,
+		markers: markerSpace(opts.Prefix), retryBound: opts.RetryBound, attemptTimeout: opts.AttemptTimeout,
+		markerTTL: opts.MarkerTTL, leaseSem: make(chan struct{}, 1), now: time.Now}
 	cctx, ccancel := context.WithTimeout(ctx, opts.DialTimeout)
 	defer ccancel()
 	rev, err := s.Revision(cctx)

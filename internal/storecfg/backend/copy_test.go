@@ -105,7 +105,7 @@ func TestCopyKeysBatches(t *testing.T) {
 	if got, want := dump(t, dst), dump(t, src); !reflect.DeepEqual(got, want) {
 		t.Fatalf("copy differs: %d keys, want %d", len(got), len(want))
 	}
-	if !strings.Contains(out.String(), "copied 128/304 keys (42%)") {
+	if !strings.Contains(out.String(), fmt.Sprintf("copied %d/304 keys (%d%%)", batchMaxOps, batchMaxOps*100/304)) {
 		t.Errorf("no progress line in %q", out.String())
 	}
 	// A second copy into the filled store finds every key present.
@@ -201,7 +201,7 @@ func TestAbandon(t *testing.T) {
 	// A write failing half way: what was copied is removed again.
 	dst := &countingStore{Store: openBolt(t), failAt: 3}
 	copied, _, err := copyKeys(ctx, src, dst, 400, MigrateOptions{Out: io.Discard, ProgressEvery: 1000})
-	if err == nil || copied != 2*store.MaxOpsPerTxn {
+	if err == nil || copied != 2*batchMaxOps {
 		t.Fatalf("copy with a failing write: copied %d, %v", copied, err)
 	}
 	var out bytes.Buffer
