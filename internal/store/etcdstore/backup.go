@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
+
+	"github.com/corral/corral/internal/atomicfile"
 )
 
 // Backup implements store.Store with etcd's snapshot of the member the
@@ -26,7 +26,7 @@ func (s *Store) Backup(ctx context.Context, path string) error {
 	return nil
 }
 
-func (s *Store) backup(ctx context.Context, path string) (err error) {
+func (s *Store) backup(ctx context.Context, path string) error {
 	// Cancelling ends the snapshot stream if the copy stops early.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -35,41 +35,13 @@ func (s *Store) backup(ctx context.Context, path string) (err error) {
 		return s.mapErr(err)
 	}
 	defer rc.Close()
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp*") // mode 0600
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
+	return atomicfile.WriteFrom(path, 0o600, func(w io.Writer) error {
+		if _, err := io.Copy(w, rc); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return s.mapErr(err)
 		}
-	}()
-	if _, err = io.Copy(f, rc); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return s.mapErr(err)
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	// The rename is durable only once the directory is.
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+		return nil
+	})
 }
