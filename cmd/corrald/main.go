@@ -54,6 +54,10 @@ func run(args []string) error {
 	maxConns := fs.Int("max-connections", 65536, "maximum concurrent LUXI connections")
 	maxMsg := fs.Int("max-message-bytes", 16<<20, "largest LUXI request accepted; a larger one gets an error reply and its connection is closed")
 	watch := fs.Duration("watcher-interval", time.Minute, "how often the watcher checks instances (0 disables)")
+	candName := fs.String("candidate-name", env("CORRAL_CANDIDATE_NAME", ""), "this corrald's name in the master election of a cluster on etcd (env CORRAL_CANDIDATE_NAME; default: the host name, i.e. the node name)")
+	candAddr := fs.String("candidate-address", env("CORRAL_CANDIDATE_ADDRESS", ""), "where this corrald serves when it is master, shown by standbys (env CORRAL_CANDIDATE_ADDRESS; default: its LUXI socket)")
+	electTTL := fs.Duration("election-ttl", 0, "lease TTL of the master election (default 5s): a dead master is replaced about this long after it stops")
+	reclaim := fs.Bool("election-reclaim", true, "after a crash, take back at once the election key held under this candidate's name instead of waiting for its lease to expire (candidate names must be unique)")
 	debug := fs.Bool("debug", false, "debug logging")
 	pprofOn := fs.Bool("pprof", env("CORRAL_PPROF", "") != "", "serve Go profiles (net/http/pprof) on <run-dir>/master/pprof.sock, mode 0600 (env CORRAL_PPROF=1);\nfetch one with: curl --unix-socket SOCK -o cpu.prof 'http://corrald/debug/pprof/profile?seconds=30'")
 	if err := fs.Parse(args); err != nil {
@@ -88,7 +92,7 @@ func run(args []string) error {
 	return master.Run(ctx, master.Options{
 		StateDir: l.MasterDir(), RunDir: l.MasterRunDir(), SocketPath: filepath.Join(l.MasterRunDir(), master.FileLUXISocket),
 		SocketGroup: *group, JoinListen: *join, MaxConns: *maxConns, MaxMessageBytes: *maxMsg, WatcherInterval: w, Logger: log,
-		Failpoints: fp,
+		Failpoints: fp, CandidateName: *candName, CandidateAddress: *candAddr, ElectionTTL: *electTTL, ElectionReclaim: *reclaim,
 		OpenStore: func(ctx context.Context) (store.Store, error) {
 			st, cfg, err := backend.Open(ctx, l.MasterDir(), backend.Options{Logger: log})
 			if err == nil {

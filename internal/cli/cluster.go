@@ -15,7 +15,8 @@ import (
 func newClusterCmd(a *app) *cobra.Command {
 	c := newGroup("cluster", "Cluster-wide information and settings",
 		"  corral cluster info\n  corral cluster verify\n  corral cluster modify --max-running-jobs 10")
-	c.AddCommand(a.clusterInfoCmd(), a.clusterVerifyCmd(), a.clusterModifyCmd(), a.clusterQueueCmd(), a.clusterWatcherCmd())
+	c.AddCommand(a.clusterInfoCmd(), a.clusterVerifyCmd(), a.clusterModifyCmd(), a.clusterQueueCmd(), a.clusterWatcherCmd(),
+		a.clusterMasterFailoverCmd())
 	return c
 }
 

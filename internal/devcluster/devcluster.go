@@ -49,7 +49,13 @@ type Options struct {
 	Store       string
 	EtcdMembers int
 	EtcdBinary  string // default etcdproc.Binary()
-	Log         func(format string, args ...any)
+	// Masters is how many corrald processes run as master candidates
+	// (default 1; more need the etcd store). They all run on the master's
+	// machine with the master's state files, each with its own run
+	// directory and LUXI socket, and are recorded as "corrald",
+	// "corrald 2", ... (see CorraldName).
+	Masters int
+	Log     func(format string, args ...any)
 }
 
 // Proc is a daemon the dev cluster started.
@@ -143,6 +149,15 @@ func (o *Options) fill() error {
 		}
 	default:
 		return fmt.Errorf("store %q: want bbolt or etcd", o.Store)
+	}
+	if o.Masters == 0 {
+		o.Masters = 1
+	}
+	if o.Masters < 1 || o.Masters > maxMasters {
+		return fmt.Errorf("%d masters: a dev cluster runs 1 to %d master candidates", o.Masters, maxMasters)
+	}
+	if o.Masters > 1 && o.Store != storecfg.BackendEtcd {
+		return fmt.Errorf("%d masters asked for a cluster on bbolt: master candidates need --store etcd", o.Masters)
 	}
 	return nil
 }
@@ -272,14 +287,20 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if watch == 0 {
 		watch = time.Minute
 	}
-	p, err := start(filepath.Join(o.BinDir, "corrald"), append([]string{"--state-dir", o.StateDir, "--run-dir", runDir,
-		"--watcher-interval", watch.String()}, o.CorraldArgs...), filepath.Join(o.StateDir, "logs", "corrald.log"), cred, nil)
-	if err != nil {
-		return st, err
+	startCorrald := func(n int) error {
+		args := []string{"--state-dir", o.StateDir, "--run-dir", candidateRunDir(runDir, n), "--watcher-interval", watch.String()}
+		if o.Store == storecfg.BackendEtcd {
+			args = append(args, "--candidate-name", CandidateName(n), "--candidate-address", CandidateSocket(runDir, n))
+		}
+		p, err := start(filepath.Join(o.BinDir, "corrald"), append(args, o.CorraldArgs...), filepath.Join(o.StateDir, "logs", corraldLog(n)), cred, nil)
+		if err != nil {
+			return err
+		}
+		p.Name = CorraldName(n)
+		st.Procs = append(st.Procs, p)
+		return save()
 	}
-	p.Name = "corrald"
-	st.Procs = append(st.Procs, p)
-	if err := save(); err != nil {
+	if err := startCorrald(1); err != nil {
 		return st, err
 	}
 	c, err := waitLUXI(ctx, l.Socket(), 30*time.Second)
@@ -317,6 +338,20 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	st.Nodes = append([]string{"node1"}, st.Nodes...)
 	if err := save(); err != nil {
 		return st, err
+	}
+	// The other candidates start once the first is master, so they come
+	// up as standbys.
+	for n := 2; n <= o.Masters; n++ {
+		o.Log("Starting master candidate %s (standby, socket %s)", CandidateName(n), CandidateSocket(runDir, n))
+		if err := prepareCandidateRunDir(l.MasterRunDir(), filepath.Dir(CandidateSocket(runDir, n))); err != nil {
+			return st, err
+		}
+		if err := startCorrald(n); err != nil {
+			return st, err
+		}
+		if err := waitStandby(ctx, CandidateSocket(runDir, n), 30*time.Second); err != nil {
+			return st, fmt.Errorf("%s did not come up (see %s): %w", CorraldName(n), filepath.Join(o.StateDir, "logs", corraldLog(n)), err)
+		}
 	}
 	return st, writeEnv(st)
 }
@@ -467,7 +502,7 @@ func RestartWith(st *State, name string, env []string) (Proc, error) {
 		var err error
 		full := append(os.Environ(), env...)
 		switch {
-		case name == "corrald":
+		case name == "corrald" || strings.HasPrefix(name, "corrald "):
 			cred, err = bootstrap.MasterCredential()
 		case p.User == bootstrap.EtcdUser:
 			cred, err = bootstrap.EtcdCredential()

@@ -16,11 +16,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/corral/corral/internal/cmdlib"
 	"github.com/corral/corral/internal/confdb"
 	"github.com/corral/corral/internal/config"
+	"github.com/corral/corral/internal/election"
 	"github.com/corral/corral/internal/failpoint"
 	"github.com/corral/corral/internal/jobqueue"
 	"github.com/corral/corral/internal/locking"
@@ -71,6 +73,30 @@ type Options struct {
 	// the bbolt store in StateDir, and refuses a cluster on another
 	// backend: the etcd client is linked by corrald's main, not here.
 	OpenStore func(ctx context.Context) (store.Store, error)
+	// CandidateName and CandidateAddress identify this corrald in the
+	// master election of a cluster on etcd (default: the host name, and
+	// the LUXI socket path); ElectionTTL is the election lease's TTL
+	// (default election.DefaultTTL). A bbolt cluster has no election.
+	CandidateName    string
+	CandidateAddress string
+	ElectionTTL      time.Duration
+	// ElectionReclaim lets a restarted corrald take back at once the
+	// election key its previous run left behind (after a crash), instead of
+	// waiting for the lease to expire. Only for unique candidate names.
+	ElectionReclaim bool
+}
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.SocketPath == "" {
+		o.SocketPath = filepath.Join(o.RunDir, FileLUXISocket)
+	}
+	if o.WatcherInterval == 0 {
+		o.WatcherInterval = time.Minute
+	}
+	return o
 }
 
 // Daemon is a running corrald.
@@ -88,12 +114,27 @@ type Daemon struct {
 	qNode  *query.Resource[*query.NodeRow]
 	qGroup *query.Resource[*query.GroupRow]
 	watch  *watcher
+	// term is the master term this corrald holds (nil on bbolt: no
+	// election).
+	term *election.Term
 }
 
-// Run starts corrald and blocks until ctx ends.
+// Run starts corrald and blocks until ctx ends. On an etcd store corrald
+// is a master candidate: it stands by until elected, and returns an error
+// matching ErrTermEnded when its term as master ends.
 func Run(ctx context.Context, opts Options) error {
 	if os.Geteuid() == 0 {
 		return errors.New("corrald must not run as root: run it as the corral-master user (corral dev up and the service unit do)")
+	}
+	if opts.OpenStore != nil {
+		// Without a custom opener only bbolt can be opened: no election.
+		el, err := elected(opts)
+		if err != nil {
+			return err
+		}
+		if el {
+			return runCandidate(ctx, opts)
+		}
 	}
 	d, err := Open(ctx, opts)
 	if err != nil {
@@ -105,34 +146,44 @@ func Run(ctx context.Context, opts Options) error {
 
 // Open loads the state and recovers the job queue, without serving yet.
 func Open(ctx context.Context, opts Options) (*Daemon, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.SocketPath == "" {
-		opts.SocketPath = filepath.Join(opts.RunDir, FileLUXISocket)
-	}
-	if opts.WatcherInterval == 0 {
-		opts.WatcherInterval = time.Minute
-	}
-	d := &Daemon{opts: opts, log: opts.Logger, locks: locking.New(),
-		qInst: query.Instances(), qNode: query.Nodes(), qGroup: query.Groups()}
+	opts = opts.withDefaults()
 	st, err := openStore(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
+	d, err := openOn(ctx, opts, st, nil)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// openOn is Open on an opened store (fenced by term when there is an
+// election); on error the caller still owns st.
+func openOn(ctx context.Context, opts Options, st store.Store, term *election.Term) (*Daemon, error) {
+	opts = opts.withDefaults()
+	d := &Daemon{opts: opts, log: opts.Logger, locks: locking.New(), term: term,
+		qInst: query.Instances(), qNode: query.Nodes(), qGroup: query.Groups()}
 	d.st = st
 	ok := false
 	defer func() {
-		if !ok {
-			st.Close()
+		if !ok && d.queue != nil {
+			d.queue.Stop()
 		}
 	}()
+	var err error
 	if d.cfg, err = confdb.Open(ctx, st, nil); err != nil {
 		return nil, err
 	}
 	// A new epoch fences any older master process: nodes refuse its RPCs.
+	// An elected master's epoch is at least its term's token, which grows
+	// from term to term whoever wins.
 	c := d.cfg.Cluster()
 	c.Epoch++
+	if term != nil {
+		c.Epoch = max(c.Epoch, term.Token)
+	}
 	tx := d.cfg.Begin()
 	tx.PutCluster(c)
 	if err := d.cfg.Commit(ctx, tx); err != nil {
@@ -153,13 +204,17 @@ func Open(ctx context.Context, opts Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.rpc = &nodeRPC{client: client, cfg: d.cfg}
+	d.rpc = &nodeRPC{client: client, cfg: d.cfg, term: term}
 	d.proc = cmdlib.NewProcessor(d.cfg, d.locks, d.rpc, opcodes.Default(), opts.Logger)
 	d.proc.Failpoints = opts.Failpoints
 	tab := d.proc.Ops
+	var runner jobqueue.OpRunner = d.proc
+	if term != nil {
+		runner = termRunner{OpRunner: d.proc, term: term}
+	}
 	d.queue, err = jobqueue.New(jobqueue.Options{
 		Store:   st,
-		Runner:  d.proc,
+		Runner:  runner,
 		Summary: tab.Summary,
 		Validate: func(id string, in json.RawMessage) error {
 			if _, ok := tab.Lookup(id); !ok {
@@ -216,7 +271,10 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	// Serve returns only after both have stopped (cancel runs first).
 	var bg sync.WaitGroup
 	defer bg.Wait()
-	ctx, cancel := context.WithCancel(ctx)
+	outer := ctx
+	// The server and the watcher stop when outer ends, except that a
+	// master that resigned on request first lets its reply go out.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	errc := make(chan error, 3)
 	srv := luxi.NewServer(&luxiHandler{d}, luxi.ServerOptions{
@@ -241,7 +299,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		ln, err := net.Listen("tcp", joinAddr)
+		ln, err := listenJoin(outer, joinAddr, d.term != nil)
 		if err != nil {
 			return fmt.Errorf("join listener on %s: %w", joinAddr, err)
 		}
@@ -264,7 +322,20 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	d.log.Info("corrald serving", "luxi", d.opts.SocketPath, "join", joinAddr, "epoch", d.cfg.Cluster().Epoch, "pid", os.Getpid())
 	var err error
 	select {
-	case <-ctx.Done():
+	case <-outer.Done():
+		if errors.Is(context.Cause(outer), election.ErrResigned) {
+			// The next master may share the join address (candidates on
+			// one machine): free it first.
+			if joinSrv != nil {
+				_ = joinSrv.Close()
+			}
+			t := time.NewTimer(replyGrace)
+			select {
+			case <-t.C:
+			case err = <-errc:
+			}
+			t.Stop()
+		}
 	case err = <-errc:
 	}
 	if joinSrv != nil {
@@ -274,6 +345,27 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	}
 	cancel()
 	return err
+}
+
+// joinRetry bounds how long an elected master waits for the join address
+// while the previous master, on the same machine, is still letting go.
+const joinRetry = 5 * time.Second
+
+// listenJoin listens on the join address; an elected master retries a
+// while when the address is still in use.
+func listenJoin(ctx context.Context, addr string, elected bool) (net.Listener, error) {
+	deadline := time.Now().Add(joinRetry)
+	for {
+		ln, err := net.Listen("tcp", addr)
+		if err == nil || !elected || !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
+			return ln, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Close stops the queue and closes the store. Running jobs keep their last
@@ -296,9 +388,19 @@ func (d *Daemon) Queue() *jobqueue.Queue { return d.queue }
 type nodeRPC struct {
 	client *rpc.Client
 	cfg    *confdb.DB
+	term   *election.Term // nil: no election
 }
 
 func (r *nodeRPC) Call(ctx context.Context, n *config.Node, method, opID string, args, reply any) error {
+	if r.term != nil {
+		// A call made for a master whose term is over must not reach a node.
+		if err := r.term.Err(); err != nil {
+			return fmt.Errorf("no longer the master: %w", err)
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = withTerm(ctx, r.term)
+		defer cancel()
+	}
 	addr := net.JoinHostPort(n.PrimaryIP, strconv.Itoa(r.cfg.Cluster().RPCPort))
 	return r.client.CallTimeout(ctx, callTimeout(args), n.Name, addr, method, opID, args, reply)
 }

@@ -65,6 +65,13 @@ func jobID(args []json.RawMessage, i int) (int64, error) {
 func (h *luxiHandler) Call(ctx context.Context, method string, args []json.RawMessage) (any, error) {
 	d := h.d
 	q := d.queue
+	if d.term != nil {
+		// A master whose term is over answers like the standby it is about
+		// to become, while its last replies go out.
+		if err := d.term.Err(); err != nil {
+			return nil, standbyError(ctx, d.st)
+		}
+	}
 	switch method {
 	case "SubmitJob", "SubmitJobToDrainedQueue":
 		ops, err := arg[[]json.RawMessage](args, 0, "ops")
@@ -262,6 +269,14 @@ func (h *luxiHandler) Call(ctx context.Context, method string, args []json.RawMe
 		return d.locks.Info(), nil
 	case "QueryStats":
 		return q.Stats(), nil
+	case "MasterFailover":
+		// [target]: the candidate to hand the role to; null or "" lets
+		// the candidates elect one.
+		to, err := optArg(args, 0, "")
+		if err != nil {
+			return nil, err
+		}
+		return d.failover(ctx, to)
 	}
 	return nil, ecode.New(ecode.LuxiError, ecode.Inval, fmt.Sprintf("Unknown LUXI method %q", method))
 }

@@ -1,0 +1,260 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/election"
+	"github.com/corral/corral/internal/jobqueue"
+	"github.com/corral/corral/internal/luxi"
+	"github.com/corral/corral/internal/store"
+	"github.com/corral/corral/internal/store/boltstore"
+)
+
+const testWait = 15 * time.Second
+
+func testStore(t *testing.T) store.Store {
+	t.Helper()
+	s, err := boltstore.Open(filepath.Join(t.TempDir(), "corral.db"), boltstore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func candidate(t *testing.T, st store.Store, name, addr string) *election.Candidate {
+	t.Helper()
+	c, err := election.New(election.Config{Store: st, Name: name, Address: addr, TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func campaign(t *testing.T, c *election.Candidate) *election.Term {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	term, err := c.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return term
+}
+
+// shortSocket returns a socket path short enough for sun_path whatever
+// TMPDIR is.
+func shortSocket(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "crl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "luxi.sock")
+}
+
+// callUntil dials and calls method until the call answers (success or an
+// error reply), for a server that is still starting.
+func callUntil(t *testing.T, sock, method string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	for {
+		c, err := luxi.Dial(ctx, sock)
+		if err == nil {
+			var out any
+			err = c.Call(ctx, method, []any{}, &out)
+			c.Close()
+			var ee *ecode.Error
+			if err == nil || errors.As(err, &ee) {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no answer on %s: %v", sock, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func TestStandByNamesMasterThenWins(t *testing.T) {
+	st := testStore(t)
+	a := campaign(t, candidate(t, st, "node1", "/run/a.sock"))
+	sock := shortSocket(t)
+	opts := Options{SocketPath: sock, Logger: slog.New(slog.DiscardHandler)}.withDefaults()
+	type result struct {
+		term *election.Term
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		term, err := standBy(context.Background(), opts, st, candidate(t, st, "node2", sock))
+		done <- result{term, err}
+	}()
+	for _, m := range []string{"SubmitJob", "QueryJobs", "NoSuchMethod"} {
+		err := callUntil(t, sock, m)
+		want := "this corrald is a standby; the master is node1 at /run/a.sock"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s on a standby: %v, want an error containing %q", m, err, want)
+		}
+	}
+	if err := a.Resign(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.term.Name != "node2" || r.term.Token <= a.Token {
+			t.Fatalf("won term %+v after %+v", r.term.Leader, a.Leader)
+		}
+		defer r.term.Resign(context.Background())
+	case <-time.After(testWait):
+		t.Fatal("the standby did not win after the master resigned")
+	}
+	// The standby's socket is gone once it has won, for the master's own.
+	if _, err := luxi.Dial(context.Background(), sock); err == nil {
+		t.Fatal("the standby socket still answers after the election was won")
+	}
+}
+
+func TestStandbyErrorWithoutLeader(t *testing.T) {
+	err := standbyError(context.Background(), testStore(t))
+	if err.Class != ecode.State || !strings.Contains(err.Msg, "no master is elected") {
+		t.Fatalf("got %+v", err)
+	}
+}
+
+func TestStandByStopsWithContext(t *testing.T) {
+	st := testStore(t)
+	a := campaign(t, candidate(t, st, "node1", "x"))
+	defer a.Resign(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	sock := shortSocket(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := standBy(ctx, Options{SocketPath: sock, Logger: slog.New(slog.DiscardHandler)}, st, candidate(t, st, "node2", ""))
+		done <- err
+	}()
+	_ = callUntil(t, sock, "QueryJobs")
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("standBy after cancel: %v", err)
+		}
+	case <-time.After(testWait):
+		t.Fatal("standBy did not return after its context ended")
+	}
+}
+
+func TestFenceAlarmTrips(t *testing.T) {
+	st := testStore(t)
+	term := campaign(t, candidate(t, st, "node1", ""))
+	defer term.Resign(context.Background())
+	ctx, trip := context.WithCancelCause(context.Background())
+	defer trip(nil)
+	tests := []struct {
+		name    string
+		token   int64
+		tripped bool
+	}{
+		{"current term", term.Token, false},
+		{"old term", term.Token - 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fenceAlarm{Store: election.Fenced(st, &election.Term{Leader: election.Leader{Token: tt.token}}), trip: trip}
+			_, err := f.Txn(context.Background(), nil, []store.Op{store.Put("/k", []byte("v"))}, nil)
+			if got := errors.Is(err, election.ErrFenced); got != tt.tripped {
+				t.Fatalf("write: %v", err)
+			}
+			if got := ctx.Err() != nil; got != tt.tripped {
+				t.Fatalf("tripped = %v, want %v", got, tt.tripped)
+			}
+			if tt.tripped && !errors.Is(context.Cause(ctx), election.ErrFenced) {
+				t.Fatalf("cause %v", context.Cause(ctx))
+			}
+		})
+	}
+}
+
+// runnerFunc is a jobqueue.OpRunner whose RunOp is a function.
+type runnerFunc func(ctx context.Context) error
+
+func (f runnerFunc) Recover(context.Context, *jobqueue.OpHandle) error { return nil }
+func (f runnerFunc) RunOp(ctx context.Context, _ *jobqueue.OpHandle) (any, error) {
+	return nil, f(ctx)
+}
+
+func TestTermRunnerEndsOpsWithTerm(t *testing.T) {
+	st := testStore(t)
+	term := campaign(t, candidate(t, st, "node1", ""))
+	started := make(chan struct{})
+	r := termRunner{OpRunner: runnerFunc(func(ctx context.Context) error {
+		close(started)
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}), term: term}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := r.RunOp(context.Background(), nil)
+		errc <- err
+	}()
+	<-started
+	if err := term.Resign(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, election.ErrResigned) {
+			t.Fatalf("op ended with %v, want the term's end", err)
+		}
+	case <-time.After(testWait):
+		t.Fatal("the op outlived the term")
+	}
+	// Without a term, the context is the caller's.
+	ctx, cancel := withTerm(context.Background(), nil)
+	defer cancel()
+	if ctx.Err() != nil {
+		t.Fatal("context without a term is already done")
+	}
+}
+
+func TestFailoverWithoutElection(t *testing.T) {
+	d := &Daemon{log: slog.New(slog.DiscardHandler)}
+	_, err := d.failover(context.Background(), "")
+	var ee *ecode.Error
+	if !errors.As(err, &ee) || ee.Class != ecode.State || !strings.Contains(ee.Msg, "single master") {
+		t.Fatalf("failover on bbolt: %v", err)
+	}
+}
+
+func TestFailoverRefusalsKeepTheTerm(t *testing.T) {
+	st := testStore(t)
+	term := campaign(t, candidate(t, st, "node1", ""))
+	defer term.Resign(context.Background())
+	// No queue: a refusal must come before anything is stopped.
+	d := &Daemon{log: slog.New(slog.DiscardHandler), term: term}
+	for _, to := range []string{"node1", "bad\nname", strings.Repeat("n", 256)} {
+		_, err := d.failover(context.Background(), to)
+		var ee *ecode.Error
+		if !errors.As(err, &ee) || ee.Class != ecode.Inval {
+			t.Fatalf("failover to %q: %v", to, err)
+		}
+		if term.Err() != nil {
+			t.Fatalf("failover to %q ended the term: %v", to, term.Err())
+		}
+	}
+}
