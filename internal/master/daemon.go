@@ -230,6 +230,13 @@ func openOn(ctx context.Context, opts Options, st store.Store, term *election.Te
 	if err != nil {
 		return nil, err
 	}
+	if term != nil {
+		// Tell every node the new epoch before any job resumes: a node that
+		// has seen it refuses the deposed master's calls, so the window
+		// where an old master could still act on a node closes here for
+		// every reachable node, not when this master first needs it.
+		d.announceEpoch(ctx)
+	}
 	if err := d.queue.Start(ctx); err != nil {
 		return nil, fmt.Errorf("recovering the job queue: %w", err)
 	}
@@ -377,6 +384,34 @@ func (d *Daemon) Close() {
 	if d.st != nil {
 		d.st.Close()
 	}
+}
+
+// announceTimeout bounds the epoch announcement to one node.
+const announceTimeout = 3 * time.Second
+
+// announceEpoch calls every online node once (a read-only call carries the
+// epoch, which the node records durably before answering), in parallel and
+// best effort: an unreachable node learns the epoch from the first call it
+// gets, as before.
+func (d *Daemon) announceEpoch(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, n := range d.cfg.Nodes() {
+		if n.Offline {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			actx, cancel := context.WithTimeout(ctx, announceTimeout)
+			defer cancel()
+			var v any
+			if err := d.rpc.Call(actx, n, nodeapi.Version, "", nil, &v); err != nil {
+				d.log.Warn("could not announce the master epoch to a node; it learns it with the next call", "node", n.Name, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+	d.log.Info("master epoch announced to the nodes", "epoch", d.cfg.Cluster().Epoch)
 }
 
 // Queue exposes the job queue (for in-process tests and benchmarks).

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral/corral/internal/bootstrap"
 	"github.com/corral/corral/internal/devcluster"
 	"github.com/corral/corral/internal/hypervisor"
 	"github.com/corral/corral/internal/luxi"
@@ -119,6 +120,22 @@ func TestMasterFailover(t *testing.T) {
 	}
 	c.useMaster(second)
 	l.socket = second.Socket
+	// The new master announced its epoch to every node before it resumed
+	// any job: each node has recorded it, so the old master's calls would
+	// be refused everywhere.
+	info, err := c.luxi.QueryClusterInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.st.Nodes {
+		b, err := os.ReadFile(filepath.Join(bootstrap.Layout{StateDir: c.st.StateDir}.NodeDir(n), "rpc", "epoch"))
+		if err != nil {
+			t.Fatalf("node %s's recorded epoch: %v", n, err)
+		}
+		if got, want := strings.TrimSpace(string(b)), fmt.Sprint(int64(info["epoch"].(float64))); got != want {
+			t.Errorf("node %s has epoch %s recorded, the new master's is %s", n, got, want)
+		}
+	}
 	// The supervisor's part: the killed corrald comes back, as a standby.
 	if _, err := devcluster.Restart(c.st, first.Proc); err != nil {
 		t.Fatal(err)
