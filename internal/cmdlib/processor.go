@@ -77,9 +77,19 @@ type Processor struct {
 	// Failpoints kill corrald at step-committed and rpc-returned in crash
 	// tests; nil in production.
 	Failpoints *failpoint.Set
+	// StoreHealth reports the members of a replicated store (etcd) for
+	// cluster verify; nil for the embedded store.
+	StoreHealth func(ctx context.Context) ([]StoreMember, error)
 
 	mu        sync.Mutex
 	recovered map[string]*locking.Held // "job/op" -> locks re-acquired at start-up
+}
+
+// StoreMember is one member of a replicated store, as verify sees it.
+type StoreMember struct {
+	Name, Endpoint  string
+	Healthy, Leader bool
+	Err             string
 }
 
 // NewProcessor wires a processor.

@@ -48,6 +48,10 @@ func (lu *clusterVerifyLU) Steps() []Step {
 	return []Step{{"verify", func(ctx context.Context, s *StepCtx) error {
 		lu.Messages, lu.Errors, lu.Warnings = nil, 0, 0
 		lu.verifyConfig(s.p)
+		lu.verifyCandidates(s.p)
+		if s.p.StoreHealth != nil {
+			lu.verifyStore(ctx, s.p)
+		}
 		for _, n := range s.Cfg().Nodes() {
 			lu.verifyNode(ctx, s.p, n)
 		}
@@ -202,5 +206,54 @@ func (lu *clusterVerifyLU) verifyNode(ctx context.Context, p *Processor, n *conf
 				lu.errf("instance %s: disk %d is %d MiB on node %s, the configuration says %d MiB", i.Name, idx, f.SizeMiB, n.Name, d.SizeMiB)
 			}
 		}
+	}
+}
+
+// verifyCandidates checks the master candidate pool as Ganeti does: as
+// many candidates as the pool size asks for, or every node able to be one.
+func (lu *clusterVerifyLU) verifyCandidates(p *Processor) {
+	want, have, capable := p.Cfg.Cluster().CandidatePoolSize, 0, 0
+	for _, n := range p.Cfg.Nodes() {
+		if n.Offline || n.Drained || !n.MasterCapable {
+			continue
+		}
+		capable++
+		if n.MasterCandidate {
+			have++
+		}
+	}
+	if need := min(want, capable); have < need {
+		lu.warnf("cluster: %d master candidate(s), %d wanted (candidate_pool_size %d, %d node(s) able to be one): promote nodes with 'corral node modify --master-candidate=yes'",
+			have, need, want, capable)
+	}
+}
+
+// verifyStore checks every member of a replicated store: all must answer
+// and know a leader, and fewer than three members survive no machine loss.
+func (lu *clusterVerifyLU) verifyStore(ctx context.Context, p *Processor) {
+	ms, err := p.StoreHealth(ctx)
+	if err != nil {
+		lu.errf("store: cannot list the etcd members: %v", err)
+		return
+	}
+	healthy, leaders := 0, 0
+	for _, m := range ms {
+		if !m.Healthy {
+			lu.errf("store: etcd member %s (%s) is unhealthy: %s", m.Name, m.Endpoint, m.Err)
+			continue
+		}
+		healthy++
+		if m.Leader {
+			leaders++
+		}
+	}
+	switch {
+	case healthy <= len(ms)/2:
+		lu.errf("store: only %d of %d etcd members are healthy: no quorum", healthy, len(ms))
+	case leaders != 1:
+		lu.errf("store: %d etcd members say they lead", leaders)
+	}
+	if len(ms) < 3 {
+		lu.warnf("store: %d etcd member(s): the cluster cannot lose a machine without losing its store (run 3 or 5)", len(ms))
 	}
 }

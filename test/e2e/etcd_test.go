@@ -106,7 +106,15 @@ func TestEtcdDevCluster(t *testing.T) {
 	c.waitJobs(ids, time.Minute)
 	c.mustSucceed(map[string]any{"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": "e2"})
 	c.mustSucceed(createOp("e4", "", 8))
+	// cluster verify names the dead member; the other two still lead.
+	if out, _ := c.corral("cluster", "verify"); !strings.Contains(out, "is unhealthy") || strings.Contains(out, "no quorum") {
+		t.Errorf("verify with one of three etcd members down:\n%s", out)
+	}
 	c.restartEtcdMember(1)
+	waitFor(t, 30*time.Second, "verify to find every etcd member healthy", func() bool {
+		out, _ := c.corral("cluster", "verify")
+		return !strings.Contains(out, "etcd member")
+	})
 	c.mustSucceed(map[string]any{"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": "e4"})
 	rows, err := c.luxi.QueryInstances(ctx, nil, []string{"name", "admin_state"}, false)
 	if err != nil {

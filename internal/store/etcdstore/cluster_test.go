@@ -51,6 +51,7 @@ func TestClusterFailover(t *testing.T) {
 		}
 	}
 	write(3)
+	checkHealth(t, ctx, s, "")
 
 	killed := map[*etcdproc.Member]bool{}
 	for step := range c.Members {
@@ -72,6 +73,9 @@ func TestClusterFailover(t *testing.T) {
 		t.Logf("step %d: killing %s (the leader is %s)", step, victim.Name, leader(t, ctx, s, byID).Name)
 		if err := victim.Kill(); err != nil {
 			t.Fatal(err)
+		}
+		if step == 0 {
+			checkHealth(t, ctx, s, victim.Name)
 		}
 		write(3)
 		retry(t, ctx, "keepalive", func(ctx context.Context) error { return s.KeepAlive(ctx, lease) })
@@ -203,4 +207,48 @@ func servedBy(t *testing.T, ctx context.Context, s *Store, byID map[uint64]*etcd
 		return nil
 	})
 	return m
+}
+
+// checkHealth expects every member healthy but down (if not ""), and one
+// leader among the healthy ones.
+func checkHealth(t *testing.T, ctx context.Context, s *Store, down string) {
+	t.Helper()
+	hs, err := s.Health(ctx)
+	if err != nil {
+		t.Fatalf("Health: %v", err)
+	}
+	if len(hs) != 3 {
+		t.Fatalf("Health lists %d members, want 3: %+v", len(hs), hs)
+	}
+	leaders := 0
+	for _, h := range hs {
+		if h.Name == down {
+			if h.Healthy || h.Err == "" {
+				t.Errorf("killed member %s reported healthy: %+v", h.Name, h)
+			}
+			continue
+		}
+		// A survivor may briefly know no leader while one is elected.
+		for deadline := time.Now().Add(30 * time.Second); !h.Healthy; {
+			if time.Now().After(deadline) {
+				t.Fatalf("member %s stays unhealthy: %s", h.Name, h.Err)
+			}
+			time.Sleep(200 * time.Millisecond)
+			again, err := s.Health(ctx)
+			if err != nil {
+				t.Fatalf("Health: %v", err)
+			}
+			for _, g := range again {
+				if g.Name == h.Name {
+					h = g
+				}
+			}
+		}
+		if h.Leader {
+			leaders++
+		}
+	}
+	if leaders > 1 || (down == "" && leaders != 1) {
+		t.Errorf("%d leaders reported: %+v", leaders, hs)
+	}
 }

@@ -1,0 +1,67 @@
+package cmdlib
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestVerifyCandidatePool(t *testing.T) {
+	e := openEnv(t, filepath.Join(t.TempDir(), "s.db"), newNodeDouble(), true)
+	defer e.close()
+	p := &Processor{Cfg: e.cfg}
+	lu := &clusterVerifyLU{}
+	lu.verifyCandidates(p)
+	if lu.Warnings != 0 {
+		t.Fatalf("one capable node, one candidate: %v", lu.Messages)
+	}
+	if st, res := e.run(t, map[string]any{"OP_ID": "OP_NODE_ADD", "node_name": "n2", "primary_ip": "127.0.0.3"}); st != "success" {
+		t.Fatalf("node add: %s %v", st, res)
+	}
+	if st, res := e.run(t, map[string]any{"OP_ID": "OP_NODE_SET_PARAMS", "node_name": "n2", "master_candidate": false}); st != "success" {
+		t.Fatalf("demote: %s %v", st, res)
+	}
+	lu = &clusterVerifyLU{}
+	lu.verifyCandidates(p)
+	if lu.Warnings != 1 || !strings.Contains(lu.Messages[0], "1 master candidate(s), 2 wanted") {
+		t.Fatalf("a capable node demoted below the pool size: %v", lu.Messages)
+	}
+}
+
+func TestVerifyStoreMembers(t *testing.T) {
+	member := func(name string, healthy, leader bool) StoreMember {
+		m := StoreMember{Name: name, Endpoint: "https://" + name + ":2379", Healthy: healthy, Leader: leader}
+		if !healthy {
+			m.Err = "connection refused"
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name             string
+		members          []StoreMember
+		err              error
+		errors, warnings int
+		want             string
+	}{
+		{"all healthy", []StoreMember{member("m0", true, true), member("m1", true, false), member("m2", true, false)}, nil, 0, 0, ""},
+		{"one down", []StoreMember{member("m0", true, true), member("m1", false, false), member("m2", true, false)}, nil, 1, 0, "m1"},
+		{"no quorum", []StoreMember{member("m0", true, false), member("m1", false, false), member("m2", false, false)}, nil, 3, 0, "no quorum"},
+		{"two leaders", []StoreMember{member("m0", true, true), member("m1", true, true), member("m2", true, false)}, nil, 1, 0, "2 etcd members say they lead"},
+		{"single member", []StoreMember{member("m0", true, true)}, nil, 0, 1, "cannot lose a machine"},
+		{"unreachable", nil, errors.New("context deadline exceeded"), 1, 0, "cannot list"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &Processor{StoreHealth: func(context.Context) ([]StoreMember, error) { return tc.members, tc.err }}
+			lu := &clusterVerifyLU{}
+			lu.verifyStore(context.Background(), p)
+			if lu.Errors != tc.errors || lu.Warnings != tc.warnings {
+				t.Fatalf("%d errors, %d warnings, want %d, %d: %v", lu.Errors, lu.Warnings, tc.errors, tc.warnings, lu.Messages)
+			}
+			if tc.want != "" && !strings.Contains(strings.Join(lu.Messages, "\n"), tc.want) {
+				t.Fatalf("messages %v lack %q", lu.Messages, tc.want)
+			}
+		})
+	}
+}
