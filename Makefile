@@ -9,7 +9,7 @@ deps:
 	scripts/install-deps.sh
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/corral ./cmd/corrald ./cmd/corral-node
+	$(GO) build -o $(BIN)/ ./cmd/corral ./cmd/corrald ./cmd/corral-node ./cmd/corral-rapi
 
 # The whole suite: unit tests with -race, then the end-to-end tests that
 # start real daemons (they need root; CI runs as root).

@@ -5,7 +5,7 @@
 # backend and etcd-client for restoring its snapshots. Idempotent; needs
 # root.
 set -euo pipefail
-pkgs=(qemu-system-x86 qemu-utils socat busybox-static cpio e2fsprogs iproute2 lz4 make gcc etcd-server etcd-client)
+pkgs=(qemu-system-x86 qemu-utils socat busybox-static cpio e2fsprogs iproute2 lz4 make gcc etcd-server etcd-client python3-ganeti-rapi)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

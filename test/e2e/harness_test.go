@@ -49,7 +49,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	binDir = dir
-	cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/corral", "./cmd/corrald", "./cmd/corral-node")
+	cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/corral", "./cmd/corrald", "./cmd/corral-node", "./cmd/corral-rapi")
 	cmd.Dir = repoDir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building binaries: %v\n%s", err, out)

@@ -1,0 +1,117 @@
+package rapi
+
+import (
+	"context"
+	"net/http"
+	"strings"
+)
+
+var (
+	accessWrite     = []string{AccessWrite}
+	accessReadWrite = []string{AccessWrite, AccessRead}
+)
+
+func get(fn handlerFunc) method    { return method{fn: fn} }
+func write(fn handlerFunc) method  { return method{access: accessWrite, fn: fn} }
+func rwOnly(fn handlerFunc) method { return method{access: accessReadWrite, fn: fn} }
+
+// missing answers 501 for a resource whose feature corrald lacks, naming it.
+func missing(feature string) handlerFunc {
+	return func(context.Context, *request) (any, error) {
+		return nil, errf(http.StatusNotImplemented, "Not implemented in Corral yet: %s", feature)
+	}
+}
+
+// buildRoutes is spec 1.5's table. res is Ganeti's resource class name minus
+// "R_2_", which goes into the reason trail.
+func (h *Handler) buildRoutes() []route {
+	r := func(path, res string, methods map[string]method) route {
+		return route{segs: strings.Split(path, "/"), res: res, methods: methods}
+	}
+	// notYet registers every method of a path as 501 for feature; writes
+	// still need the write option, so a read user learns 403 first.
+	notYet := func(path, feature string, methods ...string) route {
+		m := map[string]method{}
+		for _, name := range methods {
+			if name == http.MethodGet {
+				m[name] = get(missing(feature))
+			} else {
+				m[name] = write(missing(feature))
+			}
+		}
+		return r(path, "", m)
+	}
+	const G, P, U, D = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete
+	return []route{
+		r("/", "", map[string]method{G: get(func(context.Context, *request) (any, error) { return nil, nil })}),
+		r("/2", "", map[string]method{G: get(func(context.Context, *request) (any, error) { return nil, nil })}),
+		r("/version", "", map[string]method{G: get(func(context.Context, *request) (any, error) { return 2, nil })}),
+		r("/2/info", "info", map[string]method{G: get(h.info)}),
+		r("/2/features", "features", map[string]method{G: get(h.features)}),
+		r("/2/os", "os", map[string]method{G: get(missing("the OS diagnose opcode (OP_OS_DIAGNOSE)"))}),
+		r("/2/tags", "tags", map[string]method{G: get(h.tagsGet("cluster")),
+			U: write(missing("tag opcodes (OP_TAGS_SET)")), D: write(missing("tag opcodes (OP_TAGS_DEL)"))}),
+		notYet("/2/redistribute-config", "configuration redistribution (OP_CLUSTER_REDIST_CONF)", U),
+		notYet("/2/modify", "cluster modification over RAPI (OP_CLUSTER_SET_PARAMS mapping)", U),
+
+		r("/2/instances", "instances", map[string]method{G: get(h.instancesList), P: write(h.instanceCreate)}),
+		notYet("/2/instances-multi-alloc", "multi-instance allocation (OP_INSTANCE_MULTI_ALLOC)", P),
+		r("/2/instances/{name}", "instances_name", map[string]method{G: get(h.instanceGet), D: write(h.instanceDelete)}),
+		r("/2/instances/{name}/info", "instances_name_info", map[string]method{G: get(h.instanceInfo)}),
+		r("/2/instances/{name}/tags", "instances_name_tags", map[string]method{G: get(h.tagsGet("instance")),
+			U: write(missing("tag opcodes (OP_TAGS_SET)")), D: write(missing("tag opcodes (OP_TAGS_DEL)"))}),
+		r("/2/instances/{name}/startup", "instances_name_startup", map[string]method{U: write(h.instanceStartup)}),
+		r("/2/instances/{name}/shutdown", "instances_name_shutdown", map[string]method{U: write(h.instanceShutdown)}),
+		r("/2/instances/{name}/reboot", "instances_name_reboot", map[string]method{P: write(h.instanceReboot)}),
+		r("/2/instances/{name}/reinstall", "instances_name_reinstall", map[string]method{P: write(h.instanceReinstall)}),
+		r("/2/instances/{name}/rename", "instances_name_rename", map[string]method{U: write(h.instanceRename)}),
+		r("/2/instances/{name}/modify", "instances_name_modify", map[string]method{U: write(h.instanceModify)}),
+		notYet("/2/instances/{name}/replace-disks", "disk replacement (OP_INSTANCE_REPLACE_DISKS)", P),
+		notYet("/2/instances/{name}/activate-disks", "disk activation (OP_INSTANCE_ACTIVATE_DISKS)", U),
+		notYet("/2/instances/{name}/deactivate-disks", "disk deactivation (OP_INSTANCE_DEACTIVATE_DISKS)", U),
+		notYet("/2/instances/{name}/recreate-disks", "disk re-creation (OP_INSTANCE_RECREATE_DISKS)", P),
+		notYet("/2/instances/{name}/disk/{id}/grow", "disk growth (OP_INSTANCE_GROW_DISK)", P),
+		notYet("/2/instances/{name}/prepare-export", "instance export (OP_BACKUP_PREPARE)", U),
+		notYet("/2/instances/{name}/export", "instance export (OP_BACKUP_EXPORT, OP_BACKUP_REMOVE)", U, D),
+		notYet("/2/instances/{name}/migrate", "instance migration (OP_INSTANCE_MIGRATE)", U),
+		notYet("/2/instances/{name}/failover", "instance failover (OP_INSTANCE_FAILOVER)", U),
+		notYet("/2/instances/{name}/console", "instance console over RAPI", G),
+
+		r("/2/nodes", "nodes", map[string]method{G: get(h.nodesList)}),
+		r("/2/nodes/{name}", "nodes_name", map[string]method{G: get(h.nodeGet)}),
+		r("/2/nodes/{name}/role", "nodes_name_role", map[string]method{G: get(h.nodeRole),
+			U: write(h.nodeRoleSet)}),
+		r("/2/nodes/{name}/tags", "nodes_name_tags", map[string]method{G: get(h.tagsGet("node")),
+			U: write(missing("tag opcodes (OP_TAGS_SET)")), D: write(missing("tag opcodes (OP_TAGS_DEL)"))}),
+		notYet("/2/nodes/{name}/powercycle", "node power cycling (OP_NODE_POWERCYCLE)", P),
+		notYet("/2/nodes/{name}/evacuate", "node evacuation (OP_NODE_EVACUATE)", P),
+		notYet("/2/nodes/{name}/migrate", "node migration (OP_NODE_MIGRATE)", P),
+		notYet("/2/nodes/{name}/modify", "node modify over RAPI", P),
+		{segs: strings.Split("/2/nodes/{name}/storage", "/"), methods: map[string]method{G: write(missing("node storage queries (OP_NODE_QUERY_STORAGE)"))}},
+		notYet("/2/nodes/{name}/storage/modify", "node storage modification (OP_NODE_MODIFY_STORAGE)", U),
+		notYet("/2/nodes/{name}/storage/repair", "node storage repair (OP_REPAIR_NODE_STORAGE)", U),
+
+		r("/2/groups", "groups", map[string]method{G: get(h.groupsList), P: write(missing("node group creation (OP_GROUP_ADD)"))}),
+		r("/2/groups/{name}", "groups_name", map[string]method{G: get(h.groupGet), D: write(missing("node group removal (OP_GROUP_REMOVE)"))}),
+		notYet("/2/groups/{name}/modify", "node group modification (OP_GROUP_SET_PARAMS)", U),
+		notYet("/2/groups/{name}/rename", "node group rename (OP_GROUP_RENAME)", U),
+		notYet("/2/groups/{name}/assign-nodes", "node assignment to groups (OP_GROUP_ASSIGN_NODES)", U),
+		r("/2/groups/{name}/tags", "groups_name_tags", map[string]method{G: get(h.tagsGet("nodegroup")),
+			U: write(missing("tag opcodes (OP_TAGS_SET)")), D: write(missing("tag opcodes (OP_TAGS_DEL)"))}),
+		notYet("/2/networks", "networks", G, P),
+		notYet("/2/networks/{name}", "networks", G, D),
+		notYet("/2/networks/{name}/connect", "networks", U),
+		notYet("/2/networks/{name}/disconnect", "networks", U),
+		notYet("/2/networks/{name}/modify", "networks", U),
+		notYet("/2/networks/{name}/rename", "networks", U),
+		notYet("/2/networks/{name}/tags", "networks", G, U, D),
+		notYet("/2/filters", "job filters", G, P),
+		notYet("/2/filters/{name}", "job filters", G, U, D),
+
+		r("/2/jobs", "jobs", map[string]method{G: get(h.jobsList)}),
+		r("/2/jobs/{id}", "jobs_id", map[string]method{G: get(h.jobGet), D: write(h.jobCancel)}),
+		r("/2/jobs/{id}/wait", "jobs_id_wait", map[string]method{G: write(h.jobWait), U: write(h.jobWait)}),
+		r("/2/query/{name}", "query", map[string]method{G: rwOnly(h.query), U: rwOnly(h.query)}),
+		r("/2/query/{name}/fields", "query_fields", map[string]method{G: get(h.queryFields)}),
+	}
+}

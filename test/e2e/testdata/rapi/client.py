@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""Drives corral-rapi with Ganeti's own RAPI client library.
+
+Usage: client.py STEP [ARG...]; connection settings come from the
+environment (RAPI_PORT, RAPI_CA, RAPI_USER, RAPI_PASSWORD). Each step prints
+one JSON document on stdout; the Go test checks the effects over LUXI.
+"""
+
+import json
+import os
+import sys
+
+from ganeti.rapi import client
+
+
+def connect(user=None, password=None, anonymous=False):
+    cfg = client.GenericCurlConfig(cafile=os.environ["RAPI_CA"], verify_hostname=True)
+    if not anonymous:
+        user = user if user is not None else os.environ["RAPI_USER"]
+        password = password if password is not None else os.environ["RAPI_PASSWORD"]
+    return client.GanetiRapiClient("127.0.0.1", port=int(os.environ["RAPI_PORT"]),
+                                   username=user, password=password, curl_config_fn=cfg)
+
+
+def api_error(fn):
+    """Runs fn and returns the GanetiApiError's code and message."""
+    try:
+        fn()
+    except client.GanetiApiError as err:
+        return {"code": err.code, "message": str(err)}
+    return {"code": None}
+
+
+def wait(c, job):
+    ok = c.WaitForJobCompletion(job, period=0.2, retries=300)
+    return {"job": job, "ok": ok, "status": c.GetJobStatus(job)["status"]}
+
+
+def main():
+    step, args = sys.argv[1], sys.argv[2:]
+    c = connect()
+    out = None
+    if step == "read":
+        nodes = c.GetNodes()
+        out = {
+            "version": c.GetVersion(),
+            "info": c.GetInfo(),
+            "features": c.GetFeatures(),
+            "os": api_error(c.GetOperatingSystems),
+            "nodes": nodes,
+            "nodes_bulk": c.GetNodes(bulk=True),
+            "node": c.GetNode(nodes[0]),
+        }
+    elif step == "create":
+        name, os_type, dry = args[0], args[1], args[2] == "1"
+        job = c.CreateInstance("create", name, "file", [{"size": 64}], [],
+                               os=os_type, hypervisor="fake",
+                               beparams={"memory": 128}, dry_run=dry)
+        out = wait(c, job)
+        out["job_info"] = c.GetJobStatus(job)
+    elif step == "inspect":
+        name = args[0]
+        info_job = c.GetInstanceInfo(name, static=True)
+        out = {
+            "instance": c.GetInstance(name),
+            "info": wait(c, info_job),
+            "jobs": c.GetJobs(),
+            "jobs_bulk": c.GetJobs(bulk=True),
+            "query": c.Query("instance", ["name", "status", "oper_state"],
+                             qfilter=["=", "name", name]),
+            "fields": c.QueryFields("instance", ["name", "status"]),
+            "missing": api_error(lambda: c.GetInstance("no-such-instance")),
+        }
+    elif step == "shutdown":
+        out = wait(c, c.ShutdownInstance(args[0], timeout=0))
+    elif step == "startup":
+        out = wait(c, c.StartupInstance(args[0]))
+    elif step == "reboot":
+        out = wait(c, c.RebootInstance(args[0], reboot_type="hard"))
+    elif step == "modify":
+        out = wait(c, c.ModifyInstance(args[0], beparams={"vcpus": 2}))
+    elif step == "reinstall":
+        out = wait(c, c.ReinstallInstance(args[0], os=args[1]))
+    elif step == "rename":
+        out = wait(c, c.RenameInstance(args[0], args[1]))
+    elif step == "role":
+        node, role = args
+        before = c.GetNodeRole(node)
+        out = wait(c, c.SetNodeRole(node, role))
+        out["before"] = before
+        out["after"] = c.GetNodeRole(node)
+    elif step == "watch":
+        job = c.ShutdownInstance(args[0], dry_run=True)
+        change = c.WaitForJobChange(job, ["status"], None, None)
+        out = wait(c, job)
+        out["change"] = change
+    elif step == "delete":
+        out = wait(c, c.DeleteInstance(args[0]))
+    elif step == "denied":
+        name = args[0]
+        anon = connect(anonymous=True)
+        bad = connect(password="wrong")
+        reader = connect(user=os.environ["RAPI_READ_USER"],
+                         password=os.environ["RAPI_READ_PASSWORD"])
+        out = {
+            "anonymous_write": api_error(lambda: anon.ShutdownInstance(name)),
+            "bad_password": api_error(lambda: bad.GetInfo()),
+            "reader_write": api_error(lambda: reader.ShutdownInstance(name)),
+            "reader_read": reader.GetInstance(name)["name"],
+        }
+    else:
+        sys.exit("unknown step " + step)
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
