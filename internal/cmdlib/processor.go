@@ -25,6 +25,7 @@ import (
 	"github.com/corral/corral/internal/jobqueue"
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/opcodes"
+	"github.com/corral/corral/internal/store"
 )
 
 // NodeRPC calls a node daemon. opID makes the call idempotent on the node:
@@ -79,17 +80,10 @@ type Processor struct {
 	Failpoints *failpoint.Set
 	// StoreHealth reports the members of a replicated store (etcd) for
 	// cluster verify; nil for the embedded store.
-	StoreHealth func(ctx context.Context) ([]StoreMember, error)
+	StoreHealth func(ctx context.Context) ([]store.MemberHealth, error)
 
 	mu        sync.Mutex
 	recovered map[string]*locking.Held // "job/op" -> locks re-acquired at start-up
-}
-
-// StoreMember is one member of a replicated store, as verify sees it.
-type StoreMember struct {
-	Name, Endpoint  string
-	Healthy, Leader bool
-	Err             string
 }
 
 // NewProcessor wires a processor.

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/corral/corral/internal/store"
 )
 
 func TestVerifyCandidatePool(t *testing.T) {
@@ -31,8 +33,8 @@ func TestVerifyCandidatePool(t *testing.T) {
 }
 
 func TestVerifyStoreMembers(t *testing.T) {
-	member := func(name string, healthy, leader bool) StoreMember {
-		m := StoreMember{Name: name, Endpoint: "https://" + name + ":2379", Healthy: healthy, Leader: leader}
+	member := func(name string, healthy, leader bool) store.MemberHealth {
+		m := store.MemberHealth{Name: name, Endpoint: "https://" + name + ":2379", Healthy: healthy, Leader: leader}
 		if !healthy {
 			m.Err = "connection refused"
 		}
@@ -40,20 +42,20 @@ func TestVerifyStoreMembers(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name             string
-		members          []StoreMember
+		members          []store.MemberHealth
 		err              error
 		errors, warnings int
 		want             string
 	}{
-		{"all healthy", []StoreMember{member("m0", true, true), member("m1", true, false), member("m2", true, false)}, nil, 0, 0, ""},
-		{"one down", []StoreMember{member("m0", true, true), member("m1", false, false), member("m2", true, false)}, nil, 1, 0, "m1"},
-		{"no quorum", []StoreMember{member("m0", true, false), member("m1", false, false), member("m2", false, false)}, nil, 3, 0, "no quorum"},
-		{"two leaders", []StoreMember{member("m0", true, true), member("m1", true, true), member("m2", true, false)}, nil, 1, 0, "2 etcd members say they lead"},
-		{"single member", []StoreMember{member("m0", true, true)}, nil, 0, 1, "cannot lose a machine"},
+		{"all healthy", []store.MemberHealth{member("m0", true, true), member("m1", true, false), member("m2", true, false)}, nil, 0, 0, ""},
+		{"one down", []store.MemberHealth{member("m0", true, true), member("m1", false, false), member("m2", true, false)}, nil, 1, 0, "m1"},
+		{"no quorum", []store.MemberHealth{member("m0", true, false), member("m1", false, false), member("m2", false, false)}, nil, 3, 0, "no quorum"},
+		{"two leaders", []store.MemberHealth{member("m0", true, true), member("m1", true, true), member("m2", true, false)}, nil, 1, 0, "2 etcd members say they lead"},
+		{"single member", []store.MemberHealth{member("m0", true, true)}, nil, 0, 1, "cannot lose a machine"},
 		{"unreachable", nil, errors.New("context deadline exceeded"), 1, 0, "cannot list"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := &Processor{StoreHealth: func(context.Context) ([]StoreMember, error) { return tc.members, tc.err }}
+			p := &Processor{StoreHealth: func(context.Context) ([]store.MemberHealth, error) { return tc.members, tc.err }}
 			lu := &clusterVerifyLU{}
 			lu.verifyStore(context.Background(), p)
 			if lu.Errors != tc.errors || lu.Warnings != tc.warnings {

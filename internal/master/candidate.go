@@ -10,13 +10,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/corral/corral/internal/cmdlib"
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/election"
 	"github.com/corral/corral/internal/jobqueue"
 	"github.com/corral/corral/internal/luxi"
 	"github.com/corral/corral/internal/store"
-	"github.com/corral/corral/internal/store/etcdstore"
 	"github.com/corral/corral/internal/storecfg"
 )
 
@@ -102,17 +100,8 @@ func runCandidate(ctx context.Context, opts Options) error {
 	}
 	owned = false
 	defer d.Close()
-	if h, ok := raw.(interface {
-		Health(context.Context) ([]etcdstore.MemberHealth, error)
-	}); ok {
-		d.proc.StoreHealth = func(ctx context.Context) ([]cmdlib.StoreMember, error) {
-			hs, err := h.Health(ctx)
-			out := make([]cmdlib.StoreMember, len(hs))
-			for i, m := range hs {
-				out[i] = cmdlib.StoreMember{Name: m.Name, Endpoint: m.Endpoint, Healthy: m.Healthy, Leader: m.Leader, Err: m.Err}
-			}
-			return out, err
-		}
+	if h, ok := raw.(store.HealthReporter); ok {
+		d.proc.StoreHealth = h.Health
 	}
 	serr := d.Serve(life)
 	if ctx.Err() != nil && term.Err() == nil {

@@ -173,3 +173,21 @@ type Store interface {
 	Backup(ctx context.Context, path string) error
 	Close() error
 }
+
+// MemberHealth is one member of a replicated store as cluster verify sees
+// it.
+type MemberHealth struct {
+	Name      string
+	Endpoint  string // the first client URL
+	Leader    bool
+	Healthy   bool   // answered its status and knows a leader
+	Err       string // why not healthy
+	DBSize    int64
+	RaftIndex uint64
+}
+
+// HealthReporter is implemented by replicated backends (etcd): Health asks
+// every member for its status. The embedded store has no members.
+type HealthReporter interface {
+	Health(ctx context.Context) ([]MemberHealth, error)
+}

@@ -5,26 +5,17 @@ import (
 	"fmt"
 	"sort"
 	"time"
-)
 
-// MemberHealth is what cluster verify reports of one etcd member.
-type MemberHealth struct {
-	Name      string
-	Endpoint  string // the first client URL
-	Leader    bool
-	Healthy   bool   // answered its status and knows a leader
-	Err       string // why not healthy
-	DBSize    int64
-	RaftIndex uint64
-}
+	"github.com/corral/corral/internal/store"
+)
 
 // memberStatusTimeout bounds the status call to one member.
 const memberStatusTimeout = 3 * time.Second
 
-// Health lists the etcd cluster's members and asks each for its status.
+// Health implements store.HealthReporter: it lists the etcd cluster's members and asks each for its status.
 // The member list comes from whichever member the client reaches; an
 // error means no member answered at all.
-func (s *Store) Health(ctx context.Context) ([]MemberHealth, error) {
+func (s *Store) Health(ctx context.Context) ([]store.MemberHealth, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
@@ -32,9 +23,9 @@ func (s *Store) Health(ctx context.Context) ([]MemberHealth, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd member list: %w", s.mapErr(err))
 	}
-	out := make([]MemberHealth, 0, len(list.Members))
+	out := make([]store.MemberHealth, 0, len(list.Members))
 	for _, m := range list.Members {
-		h := MemberHealth{Name: m.Name}
+		h := store.MemberHealth{Name: m.Name}
 		if len(m.ClientURLs) == 0 {
 			h.Err = "no client URL (not started yet?)"
 			out = append(out, h)
