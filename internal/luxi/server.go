@@ -661,6 +661,7 @@ type workerPool struct {
 	ticking bool
 	closed  bool
 	spawned int            // workers ever started
+	exited  int            // workers that have exited
 	wg      sync.WaitGroup // workers alive
 }
 
@@ -692,6 +693,11 @@ func (p *workerPool) run(d drainer) {
 
 func (p *workerPool) loop(w *worker, d drainer) {
 	defer p.wg.Done()
+	defer func() {
+		p.mu.Lock()
+		p.exited++
+		p.mu.Unlock()
+	}()
 	for d != nil {
 		d.drain()
 		if !p.park(w) {
@@ -762,6 +768,13 @@ func (p *workerPool) stats() (idle, spawned int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.idle), p.spawned
+}
+
+// alive reports the workers started and not yet exited.
+func (p *workerPool) alive() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.spawned - p.exited
 }
 
 // close retires the parked workers and waits for every worker to exit.

@@ -105,10 +105,11 @@ func TestWorkerPoolRetiresIdleWorkers(t *testing.T) {
 	p.run(j)
 	<-j.started
 	close(j.release)
-	waitFor(t, "the idle worker to retire", func() bool {
-		idle, spawned := p.stats()
-		return idle == 0 && spawned == 1
-	})
+	// Not idle == 0 alone: that also holds before the worker has parked.
+	waitFor(t, "the idle worker to retire", func() bool { return p.alive() == 0 })
+	if _, spawned := p.stats(); spawned != 1 {
+		t.Fatalf("spawned %d, want 1", spawned)
+	}
 	// A later run starts a fresh worker, and that one retires too.
 	j = newJob()
 	p.run(j)
@@ -117,7 +118,7 @@ func TestWorkerPoolRetiresIdleWorkers(t *testing.T) {
 	if _, spawned := p.stats(); spawned != 2 {
 		t.Fatalf("spawned %d, want 2", spawned)
 	}
-	waitFor(t, "the second worker to retire", func() bool { idle, _ := p.stats(); return idle == 0 })
+	waitFor(t, "the second worker to retire", func() bool { return p.alive() == 0 })
 }
 
 // One connection calling again and again keeps using one worker.
