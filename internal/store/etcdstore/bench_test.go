@@ -1,84 +1,20 @@
 package etcdstore
 
 import (
-	"context"
-	"fmt"
-	"sync/atomic"
 	"testing"
 
-	"github.com/corral/corral/internal/store"
+	"github.com/corral/corral/internal/store/storetest"
 )
 
 // The benchmarks mirror boltstore's so the backends compare directly. They
 // run against the shared single-member etcd on loopback, whose writes are
 // durable (etcd fsyncs its log before answering), over plain connections.
 
-// BenchmarkTxnPutParallel measures durable transactions shaped like a job
-// submission: a compare that the job is new, the job and its queue index
-// entry, from 16 submitters per core. etcd batches concurrent proposals
-// into shared fsyncs as boltstore's group commit does.
-func BenchmarkTxnPutParallel(b *testing.B) {
-	s := openT(b, Options{})
-	ctx := context.Background()
-	value := make([]byte, 512)
-	var n atomic.Int64
-	b.SetParallelism(16) // many submitters per core, as with RAPI/LUXI clients
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			i := n.Add(1)
-			job := fmt.Sprintf("jobs/%012d", i)
-			_, err := s.Txn(ctx, []store.Cmp{store.Missing(job)},
-				[]store.Op{store.Put(job, value), store.Put(fmt.Sprintf("queue/%012d", i), nil)}, nil)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-}
+// BenchmarkTxnPutParallel: etcd batches concurrent proposals into shared
+// fsyncs as boltstore's group commit does.
+func BenchmarkTxnPutParallel(b *testing.B) { storetest.BenchTxnPutParallel(b, openT(b, Options{})) }
 
 // BenchmarkGet measures a linearizable read of one key.
-func BenchmarkGet(b *testing.B) {
-	s := openT(b, Options{})
-	ctx := context.Background()
-	fill(b, s, 1000)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		kv, err := s.Get(ctx, fmt.Sprintf("k/%06d", i%1000))
-		if err != nil || kv == nil {
-			b.Fatalf("Get: %v, %v", kv, err)
-		}
-	}
-}
+func BenchmarkGet(b *testing.B) { storetest.BenchGet(b, openT(b, Options{})) }
 
-func BenchmarkRange1000(b *testing.B) {
-	s := openT(b, Options{})
-	ctx := context.Background()
-	fill(b, s, 1000)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		kvs, _, err := s.Range(ctx, "k/", store.RangeOptions{})
-		if err != nil || len(kvs) != 1000 {
-			b.Fatalf("Range: %d keys, %v", len(kvs), err)
-		}
-	}
-}
-
-// fill writes n keys of 256 bytes, store.MaxOpsPerTxn per transaction.
-func fill(b *testing.B, s *Store, n int) {
-	b.Helper()
-	value := make([]byte, 256)
-	var ops []store.Op
-	for i := range n {
-		ops = append(ops, store.Put(fmt.Sprintf("k/%06d", i), value))
-		if len(ops) == store.MaxOpsPerTxn || i == n-1 {
-			if _, err := s.Txn(context.Background(), nil, ops, nil); err != nil {
-				b.Fatal(err)
-			}
-			ops = ops[:0]
-		}
-	}
-}
+func BenchmarkRange1000(b *testing.B) { storetest.BenchRange1000(b, openT(b, Options{})) }
