@@ -51,6 +51,7 @@ func Init(ctx context.Context, o InitOptions) error {
 		}
 	}
 	var masterAcct Account
+	var rapiOwner *Account
 	adminGID := -1
 	if o.SetOwners {
 		if err := EnsureUsers(); err != nil {
@@ -63,6 +64,11 @@ func Init(ctx context.Context, o InitOptions) error {
 		if adminGID, err = GroupID(AdminGroup); err != nil {
 			return err
 		}
+		rapiAcct, err := Lookup(RAPIUser)
+		if err != nil {
+			return err
+		}
+		rapiOwner = &rapiAcct
 	}
 	// The state and run directories may exist (and be shared, like /run):
 	// create them if missing but leave an existing one's mode alone. The
@@ -108,6 +114,9 @@ func Init(ctx context.Context, o InitOptions) error {
 	}
 	nd := l.NodeDir(o.NodeDirName)
 	if err := IssueNodeCert(ca, o.MasterName, ip, nd); err != nil {
+		return err
+	}
+	if err := initRAPI(ca, l, o.MasterName, ip, rapiOwner); err != nil {
 		return err
 	}
 	if err := writeConfig(ctx, o, filepath.Join(md, master.FileStore)); err != nil {

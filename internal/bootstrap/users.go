@@ -17,8 +17,8 @@ type Account struct {
 
 // EnsureUsers creates the system users and group of the security model when
 // missing: corral-master (runs corrald, member of corral-admin), corral-qemu
-// (runs qemu) and the group corral-admin (may use the LUXI socket). It needs
-// root.
+// (runs qemu), corral-rapi (runs corral-rapi, member of corral-admin) and
+// the group corral-admin (may use the LUXI socket). It needs root.
 func EnsureUsers() error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("creating the corral users needs root")
@@ -28,7 +28,7 @@ func EnsureUsers() error {
 			return fmt.Errorf("groupadd %s: %v: %s", AdminGroup, err, strings.TrimSpace(string(out)))
 		}
 	}
-	for _, u := range []string{MasterUser, QemuUser} {
+	for _, u := range []string{MasterUser, QemuUser, RAPIUser} {
 		if _, err := user.Lookup(u); err == nil {
 			continue
 		}
@@ -38,9 +38,12 @@ func EnsureUsers() error {
 			return fmt.Errorf("useradd %s: %v: %s", u, err, strings.TrimSpace(string(out)))
 		}
 	}
-	// corrald hands its socket to corral-admin, so it must belong to it.
-	if out, err := exec.Command("usermod", "-a", "-G", AdminGroup, MasterUser).CombinedOutput(); err != nil {
-		return fmt.Errorf("usermod %s: %v: %s", MasterUser, err, strings.TrimSpace(string(out)))
+	// corrald hands its socket to corral-admin, so it must belong to it;
+	// corral-rapi reaches the socket through the same group.
+	for _, u := range []string{MasterUser, RAPIUser} {
+		if out, err := exec.Command("usermod", "-a", "-G", AdminGroup, u).CombinedOutput(); err != nil {
+			return fmt.Errorf("usermod %s: %v: %s", u, err, strings.TrimSpace(string(out)))
+		}
 	}
 	return nil
 }

@@ -1,6 +1,6 @@
 // Package devcluster brings up and tears down a complete local cluster on
-// one machine: the master's node daemon and corrald, plus N more node
-// daemons on 127.0.0.x addresses, each with its own state and run
+// one machine: the master's node daemon, corrald and corral-rapi, plus N
+// more node daemons on 127.0.0.x addresses, each with its own state and run
 // directories. Several dev clusters can run side by side: each picks free
 // loopback addresses and ports. It runs every daemon under its real user.
 package devcluster
@@ -87,6 +87,9 @@ type State struct {
 	// members' client URLs.
 	Store         string   `json:"store,omitempty"`
 	EtcdEndpoints []string `json:"etcd_endpoints,omitempty"`
+	// RAPIURL is where corral-rapi listens; its credentials are in
+	// rapi.env, which only root reads (this file is world-readable).
+	RAPIURL string `json:"rapi_url,omitempty"`
 	// Created is true when Up created the state directory, so purge may
 	// remove it whole; otherwise purge removes only what Up put there.
 	Created bool `json:"created"`
@@ -226,7 +229,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 		}
 		created = true
 	}
-	for _, b := range []string{"corrald", "corral-node"} {
+	for _, b := range []string{"corrald", "corral-node", "corral-rapi"} {
 		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("%s not found in %s (run 'make build')", b, o.BinDir)
 		}
@@ -352,6 +355,10 @@ func Up(ctx context.Context, o Options) (*State, error) {
 		if err := waitStandby(ctx, CandidateSocket(runDir, n), 30*time.Second); err != nil {
 			return st, fmt.Errorf("%s did not come up (see %s): %w", CorraldName(n), filepath.Join(o.StateDir, "logs", corraldLog(n)), err)
 		}
+	}
+	// One corral-rapi, on the first candidate's socket (see upRAPI).
+	if err := upRAPI(ctx, o, l, st, ips[0], save); err != nil {
+		return st, err
 	}
 	return st, writeEnv(st)
 }
@@ -504,6 +511,8 @@ func RestartWith(st *State, name string, env []string) (Proc, error) {
 		switch {
 		case name == "corrald" || strings.HasPrefix(name, "corrald "):
 			cred, err = bootstrap.MasterCredential()
+		case p.User == bootstrap.RAPIUser:
+			cred, err = bootstrap.RAPICredential()
 		case p.User == bootstrap.EtcdUser:
 			cred, err = bootstrap.EtcdCredential()
 			// etcd reads ETCD_* variables as flags: only its recorded

@@ -24,8 +24,9 @@ func Down(ctx context.Context, stateDir string, purge bool, logf func(string, ..
 	if err != nil {
 		return err
 	}
-	// Newest first: the extra node daemons, corrald, the etcd members,
-	// then the master's node daemon.
+	// Newest first: corral-rapi, the other master candidates, the extra
+	// node daemons, corrald, the etcd members, then the master's node
+	// daemon.
 	procs := st.Procs
 	for i := len(procs) - 1; i >= 0; i-- {
 		p := procs[i]
@@ -72,7 +73,7 @@ func Down(ctx context.Context, stateDir string, purge bool, logf func(string, ..
 		// Not ours to remove whole: only what Up put there.
 		logf("Removing the dev cluster's files from %s", abs)
 		for _, e := range ents {
-			if e.Name() == "logs" || e.Name() == "master" || e.Name() == "env" || e.Name() == "dev.json" || e.Name() == "etcd" || strings.HasPrefix(e.Name(), "node") {
+			if e.Name() == "logs" || e.Name() == "master" || e.Name() == "env" || e.Name() == "dev.json" || e.Name() == "etcd" || e.Name() == "rapi" || e.Name() == RAPIEnvFile || strings.HasPrefix(e.Name(), "node") {
 				if err := os.RemoveAll(filepath.Join(abs, e.Name())); err != nil {
 					return err
 				}

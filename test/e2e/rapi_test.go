@@ -5,23 +5,21 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/corral/corral/internal/pki"
-)
-
-const (
-	rapiUser  = "corral-rapi"
-	rapiGroup = "corral-admin"
+	"github.com/corral/corral/internal/bootstrap"
+	"github.com/corral/corral/internal/devcluster"
+	"github.com/corral/corral/internal/master"
 )
 
 // requireRAPIClient skips without Debian's python3-ganeti-rapi unless CI
@@ -38,149 +36,188 @@ func requireRAPIClient(t *testing.T) {
 	t.Skipf("python3-ganeti-rapi not installed: %v", err)
 }
 
-// ensureRAPIUser makes the unprivileged account corral-rapi runs as.
-func ensureRAPIUser(t *testing.T) (uid, gid, adminGID uint32) {
-	t.Helper()
-	if _, err := user.Lookup(rapiUser); err != nil {
-		out, err := exec.Command("useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-			"--shell", "/usr/sbin/nologin", "--user-group", rapiUser).CombinedOutput()
-		if err != nil {
-			t.Fatalf("useradd %s: %v: %s", rapiUser, err, out)
-		}
-	}
-	u, err := user.Lookup(rapiUser)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := user.LookupGroup(rapiGroup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	num := func(s string) uint32 { n, _ := strconv.Atoi(s); return uint32(n) }
-	return num(u.Uid), num(u.Gid), num(g.Gid)
-}
-
+// rapiServer is the dev cluster's corral-rapi as a client sees it.
 type rapiServer struct {
-	port   int
-	caFile string
-	env    []string
+	env    devcluster.RAPIEnv
+	proc   devcluster.Proc
+	script string   // testdata/rapi/client.py
+	vars   []string // client.py's environment
 }
 
-// startRAPI issues corral-rapi a certificate from a throwaway CA, writes its
-// users file and runs the real binary as corral-rapi against c's socket.
-func startRAPI(t *testing.T, c *cluster) *rapiServer {
+// devRAPI finds the corral-rapi that dev up started, adds a read-only user
+// through a users-file reload, and prepares client.py's environment from
+// rapi.env.
+func devRAPI(t *testing.T, c *cluster) *rapiServer {
 	t.Helper()
-	uid, gid, adminGID := ensureRAPIUser(t)
-	// Not t.TempDir: its parent is private to root, and corral-rapi must
-	// reach its files as its own user.
-	dir, err := os.MkdirTemp("", "corral-rapi-e2e-")
+	env, err := devcluster.ReadRAPIEnv(c.dir)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("rapi.env: %v", err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
+	if fi, err := os.Stat(filepath.Join(c.dir, devcluster.RAPIEnvFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("rapi.env: mode %v, %v; want 0600 (it holds a password)", fi.Mode().Perm(), err)
 	}
-	ca, err := pki.NewCA("rapi-e2e", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM, key, err := pki.NewKeyPair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, err := ca.Issue(pki.IssueRequest{CommonName: "127.0.0.1", Role: pki.RoleRAPI,
-		IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, PublicKey: key.Public()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &rapiServer{caFile: filepath.Join(dir, "ca.pem")}
-	private := filepath.Join(dir, "rapi")
-	files := []struct {
-		path string
-		data []byte
-		mode os.FileMode
-	}{
-		{s.caFile, ca.CertPEM(), 0o644},
-		{filepath.Join(private, "rapi.crt"), certPEM, 0o644},
-		{filepath.Join(private, "rapi.key"), keyPEM, 0o600},
-		{filepath.Join(private, "users"), []byte("# e2e\nadmin s3cret write\nviewer {cleartext}look read\n"), 0o600},
-	}
-	if err := os.Mkdir(private, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		if err := os.WriteFile(f.path, f.data, f.mode); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(f.path, int(uid), int(gid)); err != nil {
-			t.Fatal(err)
+	s := &rapiServer{env: env}
+	for _, p := range c.st.Procs {
+		if p.Name == devcluster.RAPIName {
+			s.proc = p
 		}
 	}
-	if err := os.Chown(private, int(uid), int(gid)); err != nil {
-		t.Fatal(err)
+	if s.proc.PID == 0 || c.st.RAPIURL != env.URL {
+		t.Fatalf("dev.json: corral-rapi %+v at %q; rapi.env says %s", s.proc, c.st.RAPIURL, env.URL)
 	}
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(s.proc.Log)
+			t.Logf("==== corral-rapi log ====\n%s", b)
+		}
+	})
+	u, err := url.Parse(env.URL)
+	if err != nil || u.Scheme != "https" {
+		t.Fatalf("CORRAL_RAPI_URL %q: %v", env.URL, err)
 	}
-	s.port = ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-
-	args := []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
-		"--cert", files[1].path, "--key", files[2].path, "--users", files[3].path, "--luxi-socket", c.st.Socket}
 
 	// As root it must refuse to start.
-	out, err := exec.Command(filepath.Join(binDir, "corral-rapi"), args...).CombinedOutput()
+	l := bootstrap.Layout{StateDir: c.dir, RunDir: c.st.RunDir}
+	out, err := exec.Command(filepath.Join(binDir, "corral-rapi"), "--bind", u.Hostname(), "--port", "0",
+		"--cert", l.RAPICert(), "--key", l.RAPIKey(), "--users", l.RAPIUsers(), "--luxi-socket", c.st.Socket).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "refusing to run as root") {
 		t.Fatalf("corral-rapi as root: err %v, output %s", err, out)
 	}
 
-	logf, err := os.Create(filepath.Join(dir, "rapi.log"))
+	// The generated user holds a hash only; a read-only user comes in with
+	// a reload on SIGHUP.
+	users, err := os.ReadFile(l.RAPIUsers())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(binDir, "corral-rapi"), args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{adminGID}}}
-	if err := cmd.Start(); err != nil {
+	if strings.Contains(string(users), env.Password) || !strings.Contains(string(users), env.User+" {HA1}") {
+		t.Errorf("users file %q: want %s with an {HA1} hash and no cleartext", users, env.User)
+	}
+	if err := bootstrap.AddRAPIUser(l.RAPIUsers(), "viewer", "look", "read"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("==== corral-rapi log ====\n%s", b)
-		}
-	})
+	if err := syscall.Kill(s.proc.PID, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	s.waitUser(t, "viewer", "look")
 
+	// Restart brings it back under its own user with the same flags; the
+	// privilege checks below look at the restarted process.
+	if err := syscall.Kill(s.proc.PID, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); syscall.Kill(s.proc.PID, 0) == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("corral-rapi (pid %d) ignores SIGTERM", s.proc.PID)
+		}
+	}
+	np, err := devcluster.Restart(c.st, devcluster.RAPIName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if np.PID == s.proc.PID || np.User != bootstrap.RAPIUser {
+		t.Errorf("restarted corral-rapi: %+v (was pid %d)", np, s.proc.PID)
+	}
+	s.proc = np
+	s.waitUser(t, env.User, env.Password)
+
+	// client.py takes the address (the master's own loopback address),
+	// the CA and the users from its environment.
+	s.script = filepath.Join(repoDir, "test/e2e/testdata/rapi/client.py")
+	s.vars = append(os.Environ(), "RAPI_HOST="+u.Hostname(), "RAPI_PORT="+u.Port(), "RAPI_CA="+env.CA,
+		"RAPI_USER="+env.User, "RAPI_PASSWORD="+env.Password, "RAPI_READ_USER=viewer", "RAPI_READ_PASSWORD=look")
+	return s
+}
+
+// waitUser waits until corral-rapi accepts the user's credentials, which it
+// does once it has re-read its users file.
+func (s *rapiServer) waitUser(t *testing.T, name, password string) {
+	t.Helper()
+	caPEM, err := os.ReadFile(s.env.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.CertPEM())
+	if !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("no certificate in %s", s.env.CA)
+	}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	defer hc.CloseIdleConnections()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		conn, err := tls.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)), &tls.Config{RootCAs: pool})
+		req, err := http.NewRequest(http.MethodGet, s.env.URL+"/version", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.SetBasicAuth(name, password)
+		resp, err := hc.Do(req)
+		code := 0
 		if err == nil {
-			conn.Close()
-			break
+			code = resp.StatusCode
+			resp.Body.Close()
+		}
+		if code == http.StatusOK {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("corral-rapi did not come up: %v", err)
+			t.Fatalf("corral-rapi does not accept %s after SIGHUP: status %d, err %v", name, code, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	s.env = append(os.Environ(), "RAPI_PORT="+strconv.Itoa(s.port), "RAPI_CA="+s.caFile,
-		"RAPI_USER=admin", "RAPI_PASSWORD=s3cret", "RAPI_READ_USER=viewer", "RAPI_READ_PASSWORD=look")
-	return s
+}
+
+// checkRAPIPrivileges checks the running corral-rapi's uid and that this
+// uid, with the groups the dev cluster gives it, reads its own key but not
+// the cluster's private keys or domain secret.
+func checkRAPIPrivileges(t *testing.T, c *cluster, s *rapiServer) {
+	t.Helper()
+	acct, err := bootstrap.Lookup(bootstrap.RAPIUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(s.proc.PID), "status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uids []string
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+			uids = strings.Fields(rest)
+		}
+	}
+	if len(uids) != 4 || slices.ContainsFunc(uids, func(u string) bool { return u != strconv.Itoa(acct.UID) }) {
+		t.Fatalf("corral-rapi (pid %d) runs with uids %v, want %s (%d) throughout", s.proc.PID, uids, bootstrap.RAPIUser, acct.UID)
+	}
+	cred, err := bootstrap.RAPICredential()
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAs := func(path string) (string, error) {
+		cmd := exec.Command("/bin/cat", path)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	l := bootstrap.Layout{StateDir: c.dir, RunDir: c.st.RunDir}
+	if out, err := readAs(l.RAPIKey()); err != nil {
+		t.Errorf("%s cannot read its own key: %v: %s", bootstrap.RAPIUser, err, out)
+	}
+	for _, f := range []string{master.FileCAKey, master.FileMasterKey, master.FileDomainSecret} {
+		p := filepath.Join(l.MasterDir(), f)
+		if _, err := os.Stat(p); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := readAs(p); err == nil || !strings.Contains(out, "Permission denied") {
+			t.Errorf("%s reading %s: err %v, output %q; want permission denied", bootstrap.RAPIUser, p, err, out)
+		}
+	}
 }
 
 // py runs one step of testdata/rapi/client.py and decodes its output.
 func (s *rapiServer) py(t *testing.T, args ...string) map[string]any {
 	t.Helper()
-	cmd := exec.Command("/usr/bin/python3", append([]string{filepath.Join(repoDir, "test/e2e/testdata/rapi/client.py")}, args...)...)
-	cmd.Env = s.env
+	cmd := exec.Command("/usr/bin/python3", append([]string{s.script}, args...)...)
+	cmd.Env = s.vars
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -198,7 +235,8 @@ func TestRAPIWithGanetiClient(t *testing.T) {
 	requireRoot(t)
 	requireRAPIClient(t)
 	c := newCluster(t, clusterOpts{nodes: 1, hypervisors: []string{"fake"}})
-	s := startRAPI(t, c)
+	s := devRAPI(t, c)
+	checkRAPIPrivileges(t, c, s)
 	ctx := context.Background()
 
 	instState := func(name string) []any {

@@ -18,7 +18,7 @@ def connect(user=None, password=None, anonymous=False):
     if not anonymous:
         user = user if user is not None else os.environ["RAPI_USER"]
         password = password if password is not None else os.environ["RAPI_PASSWORD"]
-    return client.GanetiRapiClient("127.0.0.1", port=int(os.environ["RAPI_PORT"]),
+    return client.GanetiRapiClient(os.environ["RAPI_HOST"], port=int(os.environ["RAPI_PORT"]),
                                    username=user, password=password, curl_config_fn=cfg)
 
 
