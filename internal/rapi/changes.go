@@ -14,50 +14,10 @@ var (
 	groupFieldsAbsent = map[string]bool{"custom_ipolicy": true, "custom_diskparams": true}
 )
 
-func (h *Handler) groupDicts(ctx context.Context, names []string) ([]map[string]any, error) {
-	var ask []string
-	for _, f := range groupFields {
-		if !groupFieldsAbsent[f] {
-			ask = append(ask, f)
-		}
-	}
-	rows, err := h.be.QueryGroups(ctx, names, ask)
-	if err != nil {
-		return nil, err
-	}
-	out := rowsToDicts(ask, rows)
-	for _, m := range out {
-		for f := range groupFieldsAbsent {
-			m[f] = nil
-		}
-	}
-	return out, nil
-}
-
-func (h *Handler) groupsList(ctx context.Context, rq *request) (any, error) {
-	bulk, err := rq.intParam("bulk", 0)
-	if err != nil {
-		return nil, err
-	}
-	if bulk != 0 {
-		return h.groupDicts(ctx, nil)
-	}
-	rows, err := h.be.QueryGroups(ctx, nil, []string{"name"})
-	if err != nil {
-		return nil, err
-	}
-	return nameList(rows, "name", "/2/groups/"), nil
-}
-
-func (h *Handler) groupGet(ctx context.Context, rq *request) (any, error) {
-	out, err := h.groupDicts(ctx, rq.params[:1])
-	if err != nil {
-		return nil, notFoundIfNoEnt(err)
-	}
-	if len(out) == 0 {
-		return nil, errNotFound
-	}
-	return out[0], nil
+// groups is the /2/groups collection (its list keys names by "name").
+var groups = collection{
+	fields: groupFields, absent: groupFieldsAbsent, idKey: "name", prefix: "/2/groups/",
+	query: Backend.QueryGroups,
 }
 
 // nodeRoleSet is PUT /2/nodes/[n]/role: the body is a bare role string.

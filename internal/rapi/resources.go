@@ -133,47 +133,18 @@ func nameList(rows [][]any, key, prefix string) []map[string]any {
 
 // Instances.
 
-func (h *Handler) instanceDicts(ctx context.Context, names []string) ([]map[string]any, error) {
-	rows, err := h.be.QueryInstances(ctx, names, instanceFields)
-	if err != nil {
-		return nil, err
-	}
-	out := rowsToDicts(instanceFields, rows)
-	for _, m := range out {
-		// Ganeti keeps "memory" beside maxmem for old clients.
+// instances is the /2/instances collection. Ganeti keeps "memory" beside
+// maxmem in beparams for old clients.
+var instances = collection{
+	fields: instanceFields, idKey: "id", prefix: "/2/instances/",
+	query: Backend.QueryInstances,
+	adjust: func(m map[string]any) {
 		if be, ok := m["beparams"].(map[string]any); ok {
 			if v, ok := be["maxmem"]; ok {
 				be["memory"] = v
 			}
 		}
-	}
-	return out, nil
-}
-
-func (h *Handler) instancesList(ctx context.Context, rq *request) (any, error) {
-	bulk, err := rq.intParam("bulk", 0)
-	if err != nil {
-		return nil, err
-	}
-	if bulk != 0 {
-		return h.instanceDicts(ctx, nil)
-	}
-	rows, err := h.be.QueryInstances(ctx, nil, []string{"name"})
-	if err != nil {
-		return nil, err
-	}
-	return nameList(rows, "id", "/2/instances/"), nil
-}
-
-func (h *Handler) instanceGet(ctx context.Context, rq *request) (any, error) {
-	out, err := h.instanceDicts(ctx, rq.params[:1])
-	if err != nil {
-		return nil, notFoundIfNoEnt(err)
-	}
-	if len(out) == 0 {
-		return nil, errNotFound
-	}
-	return out[0], nil
+	},
 }
 
 func (h *Handler) instanceInfo(ctx context.Context, rq *request) (any, error) {
@@ -297,51 +268,11 @@ func DecodeCreateBody(body any) (map[string]any, error) {
 
 // Nodes.
 
-func (h *Handler) nodeDicts(ctx context.Context, names []string) ([]map[string]any, error) {
-	var ask []string
-	for _, f := range nodeFields {
-		if !nodeFieldsAbsent[f] {
-			ask = append(ask, f)
-		}
-	}
-	rows, err := h.be.QueryNodes(ctx, names, ask)
-	if err != nil {
-		return nil, err
-	}
-	out := rowsToDicts(ask, rows)
-	for _, m := range out {
-		for f := range nodeFieldsAbsent {
-			m[f] = nil
-		}
-	}
-	return out, nil
-}
-
-func (h *Handler) nodesList(ctx context.Context, rq *request) (any, error) {
-	bulk, err := rq.intParam("bulk", 0)
-	if err != nil {
-		return nil, err
-	}
-	if bulk != 0 {
-		return h.nodeDicts(ctx, nil)
-	}
-	rows, err := h.be.QueryNodes(ctx, nil, []string{"name"})
-	if err != nil {
-		return nil, err
-	}
-	return nameList(rows, "id", "/2/nodes/"), nil
-}
-
-func (h *Handler) nodeGet(ctx context.Context, rq *request) (any, error) {
-	out, err := h.nodeDicts(ctx, rq.params[:1])
-	if err != nil {
-		return nil, notFoundIfNoEnt(err)
-	}
-	if len(out) == 0 {
-		return nil, errNotFound
-	}
-	out[0]["secondary_ip"] = out[0]["sip"]
-	return out[0], nil
+// nodes is the /2/nodes collection; an item also carries secondary_ip.
+var nodes = collection{
+	fields: nodeFields, absent: nodeFieldsAbsent, idKey: "id", prefix: "/2/nodes/",
+	query:      Backend.QueryNodes,
+	adjustItem: func(m map[string]any) { m["secondary_ip"] = m["sip"] },
 }
 
 func (h *Handler) nodeRole(ctx context.Context, rq *request) (any, error) {
@@ -646,4 +577,75 @@ func (h *Handler) reasonTrail(rq *request) []any {
 		trail = append(trail, []any{"gnt:user", r[0], ts})
 	}
 	return append(trail, []any{"gnt:library:rlib2:" + rq.res, "", ts})
+}
+
+// collection is a resource listed by name, or in bulk as dicts of fields,
+// with items by name: instances, nodes, groups.
+type collection struct {
+	fields     []string
+	absent     map[string]bool // fields corrald does not compute: sent as null
+	idKey      string          // the key of a name in the non-bulk list
+	prefix     string          // the items' URI prefix
+	query      func(b Backend, ctx context.Context, names, fields []string) ([][]any, error)
+	adjust     func(m map[string]any) // every dict
+	adjustItem func(m map[string]any) // a single item's dict
+}
+
+func (c *collection) dicts(ctx context.Context, be Backend, names []string) ([]map[string]any, error) {
+	ask := make([]string, 0, len(c.fields))
+	for _, f := range c.fields {
+		if !c.absent[f] {
+			ask = append(ask, f)
+		}
+	}
+	rows, err := c.query(be, ctx, names, ask)
+	if err != nil {
+		return nil, err
+	}
+	out := rowsToDicts(ask, rows)
+	for _, m := range out {
+		for f := range c.absent {
+			m[f] = nil
+		}
+		if c.adjust != nil {
+			c.adjust(m)
+		}
+	}
+	return out, nil
+}
+
+// list answers GET on the collection: names and URIs, or with bulk=1 the
+// dicts.
+func (h *Handler) list(c *collection) handlerFunc {
+	return func(ctx context.Context, rq *request) (any, error) {
+		bulk, err := rq.intParam("bulk", 0)
+		if err != nil {
+			return nil, err
+		}
+		if bulk != 0 {
+			return c.dicts(ctx, h.be, nil)
+		}
+		rows, err := c.query(h.be, ctx, nil, []string{"name"})
+		if err != nil {
+			return nil, err
+		}
+		return nameList(rows, c.idKey, c.prefix), nil
+	}
+}
+
+// item answers GET on one member of the collection.
+func (h *Handler) item(c *collection) handlerFunc {
+	return func(ctx context.Context, rq *request) (any, error) {
+		out, err := c.dicts(ctx, h.be, rq.params[:1])
+		if err != nil {
+			return nil, notFoundIfNoEnt(err)
+		}
+		if len(out) == 0 {
+			return nil, errNotFound
+		}
+		if c.adjustItem != nil {
+			c.adjustItem(out[0])
+		}
+		return out[0], nil
+	}
 }

@@ -54,9 +54,9 @@ func (h *Handler) buildRoutes() []route {
 		notYet("/2/redistribute-config", "configuration redistribution (OP_CLUSTER_REDIST_CONF)", U),
 		notYet("/2/modify", "cluster modification over RAPI (OP_CLUSTER_SET_PARAMS mapping)", U),
 
-		r("/2/instances", "instances", map[string]method{G: get(h.instancesList), P: write(h.instanceCreate)}),
+		r("/2/instances", "instances", map[string]method{G: get(h.list(&instances)), P: write(h.instanceCreate)}),
 		notYet("/2/instances-multi-alloc", "multi-instance allocation (OP_INSTANCE_MULTI_ALLOC)", P),
-		r("/2/instances/{name}", "instances_name", map[string]method{G: get(h.instanceGet), D: write(h.instanceDelete)}),
+		r("/2/instances/{name}", "instances_name", map[string]method{G: get(h.item(&instances)), D: write(h.instanceDelete)}),
 		r("/2/instances/{name}/info", "instances_name_info", map[string]method{G: get(h.instanceInfo)}),
 		r("/2/instances/{name}/tags", "instances_name_tags", map[string]method{G: get(h.tagsGet("instance")),
 			U: write(missing("tag opcodes (OP_TAGS_SET)")), D: write(missing("tag opcodes (OP_TAGS_DEL)"))}),
@@ -77,8 +77,8 @@ func (h *Handler) buildRoutes() []route {
 		notYet("/2/instances/{name}/failover", "instance failover (OP_INSTANCE_FAILOVER)", U),
 		notYet("/2/instances/{name}/console", "instance console over RAPI", G),
 
-		r("/2/nodes", "nodes", map[string]method{G: get(h.nodesList)}),
-		r("/2/nodes/{name}", "nodes_name", map[string]method{G: get(h.nodeGet)}),
+		r("/2/nodes", "nodes", map[string]method{G: get(h.list(&nodes))}),
+		r("/2/nodes/{name}", "nodes_name", map[string]method{G: get(h.item(&nodes))}),
 		r("/2/nodes/{name}/role", "nodes_name_role", map[string]method{G: get(h.nodeRole),
 			U: write(h.nodeRoleSet)}),
 		r("/2/nodes/{name}/tags", "nodes_name_tags", map[string]method{G: get(h.tagsGet("node")),
@@ -91,8 +91,8 @@ func (h *Handler) buildRoutes() []route {
 		notYet("/2/nodes/{name}/storage/modify", "node storage modification (OP_NODE_MODIFY_STORAGE)", U),
 		notYet("/2/nodes/{name}/storage/repair", "node storage repair (OP_REPAIR_NODE_STORAGE)", U),
 
-		r("/2/groups", "groups", map[string]method{G: get(h.groupsList), P: write(missing("node group creation (OP_GROUP_ADD)"))}),
-		r("/2/groups/{name}", "groups_name", map[string]method{G: get(h.groupGet), D: write(missing("node group removal (OP_GROUP_REMOVE)"))}),
+		r("/2/groups", "groups", map[string]method{G: get(h.list(&groups)), P: write(missing("node group creation (OP_GROUP_ADD)"))}),
+		r("/2/groups/{name}", "groups_name", map[string]method{G: get(h.item(&groups)), D: write(missing("node group removal (OP_GROUP_REMOVE)"))}),
 		notYet("/2/groups/{name}/modify", "node group modification (OP_GROUP_SET_PARAMS)", U),
 		notYet("/2/groups/{name}/rename", "node group rename (OP_GROUP_RENAME)", U),
 		notYet("/2/groups/{name}/assign-nodes", "node assignment to groups (OP_GROUP_ASSIGN_NODES)", U),
