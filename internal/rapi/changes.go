@@ -46,18 +46,6 @@ func (h *Handler) nodeRoleSet(ctx context.Context, rq *request) (any, error) {
 	return h.submit(ctx, rq, "OP_NODE_SET_PARAMS", static, nil)
 }
 
-func (h *Handler) instanceRename(ctx context.Context, rq *request) (any, error) {
-	static, err := rq.staticParams(map[string]any{"instance_name": rq.params[0]}, "dry-run")
-	if err != nil {
-		return nil, err
-	}
-	body, err := rq.bodyDict(nil)
-	if err != nil {
-		return nil, err
-	}
-	return h.submit(ctx, rq, "OP_INSTANCE_RENAME", static, body)
-}
-
 // instanceModify is PUT /2/instances/[i]/modify; Ganeti accepts the
 // custom_* names of its query fields for the parameter dicts.
 func (h *Handler) instanceModify(ctx context.Context, rq *request) (any, error) {

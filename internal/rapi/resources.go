@@ -157,56 +157,32 @@ func (h *Handler) instanceInfo(ctx context.Context, rq *request) (any, error) {
 	}, nil)
 }
 
-func (h *Handler) instanceDelete(ctx context.Context, rq *request) (any, error) {
-	static, err := rq.staticParams(map[string]any{"instance_name": rq.params[0]}, "dry-run")
-	if err != nil {
-		return nil, err
+// instanceAction answers a request that submits one opcode on the
+// instance named in the path: flags are the query flags that map to its
+// static parameters, bodyKeys (nil: any) the body keys it takes, and
+// extra, if set, adds parameters from the query.
+func (h *Handler) instanceAction(opID string, bodyKeys []string, flags []string, extra func(rq *request, static map[string]any)) handlerFunc {
+	return func(ctx context.Context, rq *request) (any, error) {
+		static, err := rq.staticParams(map[string]any{"instance_name": rq.params[0]}, flags...)
+		if err != nil {
+			return nil, err
+		}
+		if extra != nil {
+			extra(rq, static)
+		}
+		body, err := rq.bodyDict(bodyKeys)
+		if err != nil {
+			return nil, err
+		}
+		return h.submit(ctx, rq, opID, static, body)
 	}
-	body, err := rq.bodyDict(nil)
-	if err != nil {
-		return nil, err
-	}
-	return h.submit(ctx, rq, "OP_INSTANCE_REMOVE", static, body)
 }
 
-func (h *Handler) instanceStartup(ctx context.Context, rq *request) (any, error) {
-	static, err := rq.staticParams(map[string]any{"instance_name": rq.params[0]}, "dry-run", "force", "no_remember")
-	if err != nil {
-		return nil, err
-	}
-	// Ganeti ignores the startup body except for dependencies.
-	body, err := rq.bodyDict([]string{"depends"})
-	if err != nil {
-		return nil, err
-	}
-	return h.submit(ctx, rq, "OP_INSTANCE_STARTUP", static, body)
-}
-
-func (h *Handler) instanceShutdown(ctx context.Context, rq *request) (any, error) {
-	static, err := rq.staticParams(map[string]any{"instance_name": rq.params[0]}, "dry-run", "no_remember")
-	if err != nil {
-		return nil, err
-	}
-	body, err := rq.bodyDict(nil)
-	if err != nil {
-		return nil, err
-	}
-	return h.submit(ctx, rq, "OP_INSTANCE_SHUTDOWN", static, body)
-}
-
-func (h *Handler) instanceReboot(ctx context.Context, rq *request) (any, error) {
-	static, err := rq.staticParams(map[string]any{"instance_name": rq.params[0]}, "dry-run", "ignore_secondaries")
-	if err != nil {
-		return nil, err
-	}
+// rebootType passes ?type= on as the reboot type.
+func rebootType(rq *request, static map[string]any) {
 	if t := rq.query["type"]; len(t) > 0 {
 		static["reboot_type"] = t[0]
 	}
-	body, err := rq.bodyDict(nil)
-	if err != nil {
-		return nil, err
-	}
-	return h.submit(ctx, rq, "OP_INSTANCE_REBOOT", static, body)
 }
 
 func (h *Handler) instanceCreate(ctx context.Context, rq *request) (any, error) {
