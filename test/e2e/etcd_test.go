@@ -230,26 +230,8 @@ func TestMigrateStoreToEtcd(t *testing.T) {
 // cluster runs on it, and cluster destroy takes the member along.
 func TestClusterInitEtcdLocal(t *testing.T) {
 	requireEtcd(t)
-	dir, err := os.MkdirTemp("", "corral-init-etcd-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	_ = os.Chmod(dir, 0o755)
-	run := fmt.Sprintf("/run/crl-e%d", os.Getpid())
-	defer os.RemoveAll(run)
-	ips, rpcPort, joinPort, err := devcluster.PickAddresses(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(), "CORRAL_STATE_DIR="+dir, "CORRAL_RUN_DIR="+run)
-	corral := func(args ...string) (string, error) {
-		cmd := exec.Command(filepath.Join(binDir, "corral"), args...)
-		cmd.Env = env
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	l := bootstrap.Layout{StateDir: dir, RunDir: run}
+	h := newHandCluster(t, "e")
+	dir, corral, l := h.dir, h.corral, h.l
 	// Whatever happens, no member outlives the test.
 	defer func() {
 		for _, pid := range etcdPIDs(l) {
@@ -259,8 +241,7 @@ func TestClusterInitEtcdLocal(t *testing.T) {
 	if out, err := corral("cluster", "init", "--store", "etcd", "--etcd-ca", "/x", "c0"); err == nil || !strings.Contains(out, "need --etcd-endpoints") {
 		t.Fatalf("init with a CA but no endpoints: %v\n%s", err, out)
 	}
-	out, err := corral("cluster", "init", "--master-name", "m1", "--master-ip", ips[0], "--rpc-port", strconv.Itoa(rpcPort),
-		"--join-port", strconv.Itoa(joinPort), "--enabled-hypervisors", "fake", "--store", "etcd", "etcd.cluster")
+	out, err := corral(h.initArgs("etcd.cluster", "--store", "etcd")...)
 	if err != nil {
 		t.Fatalf("init --store etcd: %v\n%s", err, out)
 	}
@@ -276,39 +257,17 @@ func TestClusterInitEtcdLocal(t *testing.T) {
 		t.Fatalf("unit: %v\n%s", err, b)
 	}
 	cfg, err := storecfg.Load(l.MasterDir())
-	if err != nil || cfg.Backend != storecfg.BackendEtcd || !strings.HasPrefix(cfg.Endpoints[0], "https://"+ips[0]+":") {
+	if err != nil || cfg.Backend != storecfg.BackendEtcd || !strings.HasPrefix(cfg.Endpoints[0], "https://"+h.ip+":") {
 		t.Fatalf("store record %+v, %v", cfg, err)
 	}
 	if out, err := corral("cluster", "init", "--store", "etcd", "etcd.cluster"); err == nil || !strings.Contains(out, "already initialised") {
 		t.Fatalf("second init: %v\n%s", err, out)
 	}
 
-	node := exec.Command(filepath.Join(binDir, "corral-node"), "--state-dir", l.NodeDir(""), "--run-dir", l.NodeRunDir(""),
-		"--listen", net.JoinHostPort(ips[0], strconv.Itoa(rpcPort)), "--hypervisors", "fake")
-	node.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := node.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = node.Process.Kill(); _ = node.Wait() }()
-	cred, err := bootstrap.MasterCredential()
-	if err != nil {
-		t.Fatal(err)
-	}
-	master := exec.Command(filepath.Join(binDir, "corrald"), "--state-dir", dir, "--run-dir", run)
-	master.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: cred}
-	logf, _ := os.Create(filepath.Join(dir, "corrald.log"))
-	master.Stdout, master.Stderr = logf, logf
-	if err := master.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = master.Process.Kill(); _ = master.Wait() }()
-	waitFor(t, 30*time.Second, "corrald on etcd", func() bool {
-		_, err := corral("cluster", "info")
-		return err == nil
-	})
+	h.startNode()
+	h.startMaster()
 	if out, err := corral("cluster", "verify"); err != nil {
-		b, _ := os.ReadFile(filepath.Join(dir, "corrald.log"))
-		t.Fatalf("verify: %v\n%s\n%s", err, out, b)
+		t.Fatalf("verify: %v\n%s\n%s", err, out, h.log("corrald.log"))
 	}
 	if out, err := corral("cluster", "destroy", "--yes-do-it"); err != nil {
 		t.Fatalf("destroy: %v\n%s", err, out)
