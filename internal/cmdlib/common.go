@@ -48,6 +48,12 @@ func (p *Processor) newLU(op *opcodes.Op) (LU, error) {
 	case "OP_INSTANCE_QUERY_DATA":
 		return &instanceQueryDataLU{}, nil
 	}
+	// Units of each area are looked up in that area's file.
+	for _, lookup := range []func(id string) LU{tagLU, groupLU, diskLU, osLU} {
+		if lu := lookup(op.ID); lu != nil {
+			return lu, nil
+		}
+	}
 	return nil, &ecode.Error{Kind: ecode.OpCodeUnknown, Class: ecode.Inval, Msg: fmt.Sprintf("opcode %s has no logical unit", op.ID)}
 }
 

@@ -1,9 +1,16 @@
 package opcodes
 
+import "slices"
+
 // Defs returns the opcode definitions Corral implements, with Ganeti's
 // parameter names. The table is built on each call so no package state can
 // be mutated by a caller.
 func Defs() []Def {
+	return slices.Concat(coreDefs(), tagDefs(), groupDefs(), diskDefs(), osDefs())
+}
+
+// coreDefs are the cluster, node and instance life-cycle opcodes.
+func coreDefs() []Def {
 	inst := Param{Name: "instance_name", Type: TNEString, Required: true, Doc: "instance name"}
 	node := Param{Name: "node_name", Type: TNEString, Required: true, Doc: "node name"}
 	force := Param{Name: "force", Type: TBool, Default: false, Doc: "force the operation"}

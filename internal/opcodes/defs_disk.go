@@ -1,0 +1,6 @@
+package opcodes
+
+// diskDefs are the instance disk opcodes (activate, deactivate, grow).
+func diskDefs() []Def {
+	return nil
+}
