@@ -123,6 +123,16 @@ func (lu *testDelayLU) once(ctx context.Context, s *StepCtx, d time.Duration) er
 
 func (lu *testDelayLU) Result() any { return nil }
 
+// UnsafeToRepeat declares the delay step unsafe when the op asks for it:
+// sleeping twice harms nothing, which makes it the one step through which
+// tests can interrupt an unsafe step on purpose.
+func (lu *testDelayLU) UnsafeToRepeat(op *opcodes.Op, i int) string {
+	if !op.Bool("unsafe_to_repeat") {
+		return ""
+	}
+	return "nothing: an OP_TEST_DELAY only sleeps (unsafe_to_repeat is for testing)"
+}
+
 // ---- cluster set params
 
 type clusterSetParamsLU struct {

@@ -61,10 +61,32 @@ type Reverter interface {
 	Revert(ctx context.Context, s *StepCtx, failed error)
 }
 
-// Step is one resumable piece of a unit.
+// Step is one resumable piece of a unit. A step is run again when the
+// master stops before it commits, so by default it must be safe to repeat:
+// its configuration writes commit with it, and its node RPCs carry an
+// operation id the node answers from its record. A step that is not safe
+// is declared by its unit (see UnsafeSteps).
 type Step struct {
 	Name string
 	Run  func(ctx context.Context, s *StepCtx) error
+}
+
+// UnsafeSteps is implemented by units with a step that is unsafe to repeat:
+// one with a side effect that no node operation record covers and that can
+// be neither checked nor undone, so that running it a second time after a
+// master restart could do it twice (an external call without an operation
+// id, a script whose outcome the node does not record). Before such a step
+// runs, the processor durably records that it began; an op found later with
+// that step begun and not committed fails with a message naming the step
+// instead of running it again. The declaration lives on the unit, not on
+// Step, so that Step stays a two-field literal.
+//
+// A step declared unsafe must not suspend its op: the op would be run again
+// at that step and fail as interrupted.
+type UnsafeSteps interface {
+	// UnsafeToRepeat returns, for step i of op, what an operator should
+	// check to learn whether the step took effect; "" for a safe step.
+	UnsafeToRepeat(op *opcodes.Op, i int) string
 }
 
 // Processor runs opcodes for the job queue.
@@ -75,8 +97,8 @@ type Processor struct {
 	Ops    *opcodes.Table
 	Log    *slog.Logger
 	Master *config.Node // the node corrald runs on (for on_master work)
-	// Failpoints kill corrald at step-committed and rpc-returned in crash
-	// tests; nil in production.
+	// Failpoints kill corrald at step-began, step-committed and
+	// rpc-returned in crash tests; nil in production.
 	Failpoints *failpoint.Set
 	// StoreHealth reports the members of a replicated store (etcd) for
 	// cluster verify; nil for the embedded store.
@@ -140,6 +162,11 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 	if err != nil {
 		return nil, err
 	}
+	if b, ok := h.Began(); ok {
+		// The queue fails such ops when it starts; this catches any other
+		// way back into an unsafe step that began (a step that suspended).
+		return nil, b.Err(op.ID)
+	}
 	lu, err := p.newLU(op)
 	if err != nil {
 		return nil, err
@@ -180,7 +207,18 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 		}
 	}
 	steps := lu.Steps()
+	unsafe, _ := lu.(UnsafeSteps)
 	for i := cursor; i < len(steps); i++ {
+		if unsafe != nil {
+			if err := p.beginUnsafe(ctx, h, unsafe, op, i, steps[i].Name); err != nil {
+				if ctx.Err() != nil && !h.Canceled() {
+					return nil, ctx.Err()
+				}
+				p.revert(ctx, lu, h, op, i, err)
+				return nil, err
+			}
+		}
+		p.Failpoints.Hit(failpoint.StepBegan)
 		sc := &StepCtx{p: p, h: h, step: i, op: op}
 		if err := steps[i].Run(ctx, sc); err != nil {
 			if ctx.Err() != nil && !h.Canceled() {
@@ -249,6 +287,19 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 		}
 	}
 	return lu.Result(), nil
+}
+
+// beginUnsafe records that step i, if its unit declares it unsafe to
+// repeat, is about to run. Safe steps cost nothing here.
+func (p *Processor) beginUnsafe(ctx context.Context, h *jobqueue.OpHandle, u UnsafeSteps, op *opcodes.Op, i int, name string) error {
+	check := u.UnsafeToRepeat(op, i)
+	if check == "" {
+		return nil
+	}
+	if err := h.BeginUnsafe(ctx, jobqueue.BeganStep{Step: i, Name: name, Check: check}); err != nil {
+		return fmt.Errorf("recording the start of step %q of %s: %w", name, op.ID, err)
+	}
+	return nil
 }
 
 // revert lets a unit undo a partly done change and commits the

@@ -34,6 +34,10 @@ const (
 	// RPCReturned: a node answered a job step's RPC successfully, before
 	// the step commits.
 	RPCReturned = "rpc-returned"
+	// StepBegan: a job step is about to run. For a step that is unsafe
+	// to repeat, the record that it began is durable by then; a safe step
+	// costs no write.
+	StepBegan = "step-began"
 )
 
 // The points corral-node knows.
@@ -50,7 +54,7 @@ const (
 )
 
 // MasterPoints lists the points corrald accepts.
-func MasterPoints() []string { return []string{StepCommitted, RPCReturned} }
+func MasterPoints() []string { return []string{StepCommitted, RPCReturned, StepBegan} }
 
 // NodePoints lists the points corral-node accepts.
 func NodePoints() []string {

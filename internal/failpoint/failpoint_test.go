@@ -25,6 +25,7 @@ func TestParse(t *testing.T) {
 		{spec: "step-committed=3", want: "step-committed=3"},
 		{spec: "step-committed=3,rpc-returned=1", want: "rpc-returned=1,step-committed=3"},
 		{spec: " rpc-returned = 2 , step-committed=1 ", want: "rpc-returned=2,step-committed=1"},
+		{spec: "step-began=2,step-committed=1", want: "step-began=2,step-committed=1"},
 		{spec: "node-instance-started=1073741824", want: "node-instance-started=1073741824"},
 		{spec: "no-such-point=1", wantErr: `unknown failpoint "no-such-point"`},
 		{spec: "step-committed", wantErr: "has no count"},

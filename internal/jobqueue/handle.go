@@ -191,6 +191,31 @@ func (h *OpHandle) Log(ctx context.Context, typ string, msg any) error {
 	return nil
 }
 
+// BeginUnsafe durably records that step b.Step, the op's cursor, starts
+// and must not be run again: if the op is run again before CommitStep moves
+// the cursor past it, Began reports it. It costs one store write, so only
+// steps that are unsafe to repeat call it. A pending cancel does not stop
+// it: as for any step, the cancel is seen when the step commits.
+func (h *OpHandle) BeginUnsafe(ctx context.Context, b BeganStep) error {
+	return h.update(ctx, func(op *opRecord, _ *jobRecord) error {
+		if op.Cursor != b.Step {
+			return fmt.Errorf("jobqueue: op %d of job %d: step %d begins at cursor %d", h.idx, h.j.id, b.Step, op.Cursor)
+		}
+		op.Began = &b
+		return nil
+	})
+}
+
+// Began returns the unsafe step recorded by BeginUnsafe that has not
+// committed since, if any.
+func (h *OpHandle) Began() (BeganStep, bool) {
+	op := h.op()
+	if op.Began == nil || op.Began.Step != op.Cursor {
+		return BeganStep{}, false
+	}
+	return *op.Began, true
+}
+
 // CommitStep commits one step in a single store transaction: c.Cmps must
 // hold (else ErrConflict and nothing is written), then c.Ops, the op's new
 // cursor and data, and the child jobs are written. A pending kill-cancel
@@ -238,6 +263,8 @@ func (h *OpHandle) CommitStep(ctx context.Context, c StepCommit) (StepResult, er
 	next := cur.clone()
 	op := &next.Ops[h.idx]
 	op.Cursor, op.StepData = c.Next, c.Data
+	// The step that began is now committed: it is no longer in doubt.
+	op.Began = nil
 	if c.Final {
 		if err := q.succeed(h.idx, c.Result)(next); err != nil {
 			return StepResult{}, err

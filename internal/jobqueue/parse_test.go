@@ -157,7 +157,9 @@ func FuzzDecodeRecord(f *testing.F) {
 		Input: json.RawMessage(`{"OP_ID":"OP_X"}`), Status: StatusSuccess, Result: json.RawMessage(`1`)}}}
 	good, _ := r.encode()
 	for _, s := range [][]byte{good, []byte(`{"id":1,"ops":[]}`), []byte(`{"id":1,"ops":[{"input":[],"status":"queued"}]}`),
-		[]byte(`{"id":1,"ops":[{"input":{},"status":"nope"}]}`), []byte(`{"id":"x"}`), []byte(`null`)} {
+		[]byte(`{"id":1,"ops":[{"input":{},"status":"nope"}]}`), []byte(`{"id":"x"}`), []byte(`null`),
+		[]byte(`{"id":1,"ops":[{"input":{},"status":"running","cursor":1,"began":{"step":1,"name":"s","check":"c"}}]}`),
+		[]byte(`{"id":1,"ops":[{"input":{},"status":"running","began":{"step":"x"}}]}`)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

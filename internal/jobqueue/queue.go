@@ -94,6 +94,12 @@ type Options struct {
 	QueueSize func() int
 	Now       func() time.Time
 	Logger    *slog.Logger
+	// Finalized, when set, is called each time a job reaches a final
+	// status (not for jobs already final when the queue starts), with its
+	// first op's OP_ID and the time from its submission to its end; it
+	// feeds metrics. It runs under the job's write lock, before the final
+	// status is visible: it must be quick and must not call the queue.
+	Finalized func(firstOp string, status Status, took time.Duration)
 }
 
 // SubmitResult is the outcome of one job of SubmitMany.
@@ -123,6 +129,7 @@ type Queue struct {
 	now     func() time.Time
 	log     *slog.Logger
 	prefix  string
+	final   func(string, Status, time.Duration)
 
 	idMu    sync.Mutex
 	idNext  int64 // next id to hand out
@@ -169,6 +176,7 @@ func New(opts Options) (*Queue, error) {
 		now:        opts.Now,
 		log:        opts.Logger,
 		prefix:     opts.Prefix,
+		final:      opts.Finalized,
 		jobs:       map[int64]*job{},
 		dependents: map[int64][]*job{},
 		events:     map[string]map[*job]struct{}{},
@@ -236,6 +244,15 @@ func (q *Queue) Start(ctx context.Context) error {
 		}
 		idx := rec.current()
 		op := &rec.Ops[idx]
+		if b := op.Began; b != nil && b.Step == op.Cursor {
+			// A step unsafe to repeat was cut off: running it again could
+			// do it twice, and a pending cancel would hide that it may
+			// have acted. The op fails before anything takes its locks.
+			if err := q.failInterrupted(ctx, j, idx, *b); err != nil {
+				return err
+			}
+			continue
+		}
 		switch op.Status {
 		case StatusCanceling:
 			// Nothing holds the op's locks any more; finish the cancel now.
@@ -297,6 +314,23 @@ func (q *Queue) Start(ctx context.Context) error {
 	q.started.Store(true)
 	q.schedule()
 	q.log.Info("job queue started", "jobs", len(loaded), "resumed", len(resume))
+	return nil
+}
+
+// failInterrupted fails op idx of j, whose unsafe step b began and never
+// committed, with b's error; the error also goes to the job log so that
+// a client following the job sees why it ended. Nothing is undone (see
+// BeganStep.Err).
+func (q *Queue) failInterrupted(ctx context.Context, j *job, idx int, b BeganStep) error {
+	err := b.Err(j.opIDs[idx])
+	q.log.Error("an op was interrupted in a step that is unsafe to repeat; failing it", "job", j.id, "op", idx, "step", b.Step, "name", b.Name)
+	h := q.newHandle(j, idx, false)
+	if lerr := h.Log(ctx, "message", err.Error()); lerr != nil {
+		return fmt.Errorf("jobqueue: logging the interruption of job %d: %w", j.id, lerr)
+	}
+	if uerr := q.update(ctx, j, failFrom(q.now(), idx, encodeError(err))); uerr != nil {
+		return fmt.Errorf("jobqueue: failing job %d after an interrupted unsafe step: %w", j.id, uerr)
+	}
 	return nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/corral/corral/internal/ecode"
 )
 
 // Status is an opcode or job status. The values are Ganeti's.
@@ -150,6 +152,38 @@ type opRecord struct {
 	// serial + 1 when the op started); it splits the job's single log
 	// sequence into per-op lists. 0 = the op never started.
 	LogFirst int64 `json:"log_first,omitempty"`
+	// Began is set while a step that is unsafe to repeat runs: written
+	// before the step acts, cleared by the commit that moves the cursor
+	// past it. Found set when the op is run again, it means the step may
+	// or may not have taken effect.
+	Began *BeganStep `json:"began,omitempty"`
+}
+
+// BeganStep records that a step unsafe to repeat started. Name and Check
+// are kept with it so the op's failure can name the step and say what to
+// look at even if the unit's code changed across the restart.
+type BeganStep struct {
+	Step  int    `json:"step"`
+	Name  string `json:"name"`
+	Check string `json:"check,omitempty"`
+}
+
+// Err is the failure of an op (opID names its opcode) whose step b began
+// and never committed. Nothing is undone, on purpose: a unit's Revert
+// assumes it knows what the failed step did, and here nobody knows; undoing
+// the earlier steps could also destroy what the operator needs to look at
+// to find out. So the message says what to check and leaves the cluster as
+// the step left it.
+func (b BeganStep) Err(opID string) error {
+	check := b.Check
+	if check == "" {
+		check = "what the step changes"
+	}
+	return ecode.New(ecode.OpExecError, ecode.State, fmt.Sprintf(
+		"%s: step %d (%q) was interrupted: it had begun when the master stopped and it never committed. "+
+			"It is unsafe to repeat, so it was not run again, and it may or may not have taken effect. "+
+			"Check %s; nothing was undone, so clean up or resubmit by hand",
+		opID, b.Step, b.Name, check))
 }
 
 // jobRecord is the durable state of one job, stored under jobs/<id> (or

@@ -14,6 +14,7 @@ const (
 	DiskCreate       = "blockdev_create"
 	DiskRemove       = "blockdev_remove"
 	DiskList         = "blockdev_list"
+	DiskGrow         = "blockdev_grow"
 	OSCreate         = "instance_os_add"
 	OSRename         = "instance_run_rename"
 	OSDiagnose       = "os_diagnose"
@@ -118,6 +119,10 @@ type RunningInstance struct {
 	MemoryMiB int64  `json:"memory"`
 	VCPUs     int    `json:"vcpus"`
 	PID       int    `json:"pid,omitempty"`
+	// SerialSocket is the unix socket of the serial console on the node,
+	// "" when the instance has none (the console opcode builds its socat
+	// command from it).
+	SerialSocket string `json:"serial_socket,omitempty"`
 }
 
 // InstanceListArgs lists running instances of some hypervisors.
@@ -135,6 +140,22 @@ type DiskArgs struct {
 // DiskReply reports where a disk lives.
 type DiskReply struct {
 	Path string `json:"path"`
+}
+
+// DiskGrowArgs sets one disk's size. The size is the target, not an
+// increment, so a repeated call is harmless even without the operation
+// record.
+type DiskGrowArgs struct {
+	InstanceUUID string   `json:"instance_uuid"`
+	Template     string   `json:"disk_template"`
+	Disk         DiskSpec `json:"disk"`
+	NewSizeMiB   int64    `json:"new_size"`
+}
+
+// DiskGrowReply reports the grown disk.
+type DiskGrowReply struct {
+	Path    string `json:"path"`
+	SizeMiB int64  `json:"size"`
 }
 
 // FoundDisk is a disk file present on a node.

@@ -24,6 +24,9 @@ func coreDefs() []Def {
 			{Name: "repeat", Type: TInt, Default: float64(0), Doc: "repeat the delay this many times, logging each"},
 			{Name: "no_locks", Type: TBool, Default: true, Doc: "take no locks"},
 			{Name: "interruptible", Type: TBool, Default: false, Doc: "allow cancel while sleeping"},
+			// Corral only: no production step is unsafe to repeat, so this
+			// is how the handling of an interrupted unsafe step is tested.
+			{Name: "unsafe_to_repeat", Type: TBool, Default: false, Doc: "declare the delay step unsafe to repeat (Corral only, for testing): a master restart while it runs fails the op instead of sleeping again"},
 		}},
 		{ID: "OP_CLUSTER_VERIFY", Doc: "verify the cluster", Params: []Param{
 			{Name: "group_name", Type: TMaybeString, Default: nil},

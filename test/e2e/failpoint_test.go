@@ -67,7 +67,7 @@ var (
 func (p fpPlan) hits(point string) int {
 	n := 0
 	for _, s := range p.steps {
-		if point == failpoint.StepCommitted || s.rpc {
+		if point == failpoint.StepCommitted || point == failpoint.StepBegan || s.rpc {
 			n++
 		}
 	}
@@ -75,10 +75,10 @@ func (p fpPlan) hits(point string) int {
 }
 
 // resumeAt is where the op killed at the hit-th pass of point resumes:
-// after an RPC whose step did not commit, at that step again; after a
-// committed step, at the next one. An op's last commit also records its
-// success, so a crash right after it resumes nothing (last is true): the
-// next op, if any, starts afresh.
+// before a step ran, or after an RPC whose step did not commit, at that
+// step again; after a committed step, at the next one. An op's last commit
+// also records its success, so a crash right after it resumes nothing
+// (last is true): the next op, if any, starts afresh.
 func (p fpPlan) resumeAt(point string, hit int) (at fpStep, last bool) {
 	n := 0
 	for i, s := range p.steps {
@@ -88,7 +88,7 @@ func (p fpPlan) resumeAt(point string, hit int) (at fpStep, last bool) {
 		if n++; n < hit {
 			continue
 		}
-		if point == failpoint.RPCReturned {
+		if point == failpoint.RPCReturned || point == failpoint.StepBegan {
 			return s, false
 		}
 		s.step++
