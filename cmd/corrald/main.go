@@ -55,7 +55,8 @@ func run(args []string) error {
 	maxMsg := fs.Int("max-message-bytes", 16<<20, "largest LUXI request accepted; a larger one gets an error reply and its connection is closed")
 	watch := fs.Duration("watcher-interval", time.Minute, "how often the watcher checks instances (0 disables)")
 	candName := fs.String("candidate-name", env("CORRAL_CANDIDATE_NAME", ""), "this corrald's name in the master election of a cluster on etcd (env CORRAL_CANDIDATE_NAME; default: the host name, i.e. the node name)")
-	candAddr := fs.String("candidate-address", env("CORRAL_CANDIDATE_ADDRESS", ""), "where this corrald serves when it is master, shown by standbys (env CORRAL_CANDIDATE_ADDRESS; default: its LUXI socket)")
+	candAddr := fs.String("candidate-address", env("CORRAL_CANDIDATE_ADDRESS", ""), "where this corrald serves when it is master, published in the election record (env CORRAL_CANDIDATE_ADDRESS; default: the forward address, else its LUXI socket)")
+	fwdAddr := fs.String("forward-address", env("CORRAL_FORWARD_ADDRESS", ""), "HOST:PORT where this corrald, when master, serves LUXI over mutual TLS to the standbys, which then relay their own\nsocket to the master (env CORRAL_FORWARD_ADDRESS; default: none, standbys refuse calls naming the master; etcd clusters only)")
 	electTTL := fs.Duration("election-ttl", 0, "lease TTL of the master election (default 5s): a dead master is replaced about this long after it stops")
 	reclaim := fs.Bool("election-reclaim", true, "after a crash, take back at once the election key held under this candidate's name instead of waiting for its lease to expire (candidate names must be unique)")
 	debug := fs.Bool("debug", false, "debug logging")
@@ -92,7 +93,7 @@ func run(args []string) error {
 	return master.Run(ctx, master.Options{
 		StateDir: l.MasterDir(), RunDir: l.MasterRunDir(), SocketPath: filepath.Join(l.MasterRunDir(), master.FileLUXISocket),
 		SocketGroup: *group, JoinListen: *join, MaxConns: *maxConns, MaxMessageBytes: *maxMsg, WatcherInterval: w, Logger: log,
-		Failpoints: fp, CandidateName: *candName, CandidateAddress: *candAddr, ElectionTTL: *electTTL, ElectionReclaim: *reclaim,
+		Failpoints: fp, CandidateName: *candName, CandidateAddress: *candAddr, ForwardAddress: *fwdAddr, ElectionTTL: *electTTL, ElectionReclaim: *reclaim,
 		OpenStore: func(ctx context.Context) (store.Store, error) {
 			st, cfg, err := backend.Open(ctx, l.MasterDir(), backend.Options{Logger: log})
 			if err == nil {

@@ -55,7 +55,13 @@ type Options struct {
 	// directory and LUXI socket, and are recorded as "corrald",
 	// "corrald 2", ... (see CorraldName).
 	Masters int
-	Log     func(format string, args ...any)
+	// NoForward keeps the master candidates of an etcd cluster from
+	// forwarding: by default each gets a forward address on 127.0.0.1, so
+	// a standby's socket relays to the master and any candidate's socket
+	// serves the cluster; with NoForward a standby answers every call with
+	// an error naming the master.
+	NoForward bool
+	Log       func(format string, args ...any)
 }
 
 // Proc is a daemon the dev cluster started.
@@ -293,7 +299,11 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	startCorrald := func(n int) error {
 		args := []string{"--state-dir", o.StateDir, "--run-dir", candidateRunDir(runDir, n), "--watcher-interval", watch.String()}
 		if o.Store == storecfg.BackendEtcd {
-			args = append(args, "--candidate-name", CandidateName(n), "--candidate-address", CandidateSocket(runDir, n))
+			cargs, err := candidateArgs(runDir, n, !o.NoForward)
+			if err != nil {
+				return err
+			}
+			args = append(args, cargs...)
 		}
 		p, err := start(filepath.Join(o.BinDir, "corrald"), append(args, o.CorraldArgs...), filepath.Join(o.StateDir, "logs", corraldLog(n)), cred, nil)
 		if err != nil {

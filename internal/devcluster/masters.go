@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,6 +16,7 @@ import (
 	"github.com/corral/corral/internal/bootstrap"
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/luxi"
+	"github.com/corral/corral/internal/master"
 )
 
 // maxMasters bounds Options.Masters: on one machine more candidates only
@@ -86,11 +89,33 @@ func prepareCandidateRunDir(ref, dir string) error {
 	return nil
 }
 
+// candidateArgs are the election flags of the n-th corrald: its name,
+// and either a forward address on a free loopback port (forward) or its
+// socket as the address standbys name.
+func candidateArgs(runDir string, n int, forward bool) ([]string, error) {
+	args := []string{"--candidate-name", CandidateName(n)}
+	if !forward {
+		return append(args, "--candidate-address", CandidateSocket(runDir, n)), nil
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("a forward port for %s: %w", CorraldName(n), err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return append(args, forwardFlag, addr), nil
+}
+
+const forwardFlag = "--forward-address"
+
 // Candidate is one corrald of a dev cluster.
 type Candidate struct {
 	Proc   string // process name in dev.json ("corrald", "corrald 2", ...)
 	Name   string // name in the master election
 	Socket string // its LUXI socket
+	// Forward is its forward address ("" = it does not forward), where it
+	// serves LUXI over TLS while it is master.
+	Forward string
 }
 
 // Candidates lists the dev cluster's corrald processes, first to last.
@@ -98,21 +123,25 @@ func (st *State) Candidates() []Candidate {
 	var out []Candidate
 	for n := 1; ; n++ {
 		name := CorraldName(n)
-		found := false
-		for _, p := range st.Procs {
-			if p.Name == name {
-				found = true
+		var proc *Proc
+		for i := range st.Procs {
+			if st.Procs[i].Name == name {
+				proc = &st.Procs[i]
 				break
 			}
 		}
-		if !found {
+		if proc == nil {
 			return out
 		}
 		sock := CandidateSocket(st.RunDir, n)
 		if n == 1 && st.Socket != "" {
 			sock = st.Socket
 		}
-		out = append(out, Candidate{Proc: name, Name: CandidateName(n), Socket: sock})
+		c := Candidate{Proc: name, Name: CandidateName(n), Socket: sock}
+		if i := slices.Index(proc.Args, forwardFlag); i >= 0 && i+1 < len(proc.Args) {
+			c.Forward = proc.Args[i+1]
+		}
+		out = append(out, c)
 	}
 }
 
@@ -121,11 +150,18 @@ var ErrNoMaster = errors.New("no corrald answers as master")
 
 // Leader asks each corrald which one is master: the master answers a
 // query, a standby answers with its standby error, a dead one does not
-// answer at all. It does not wait for an election to finish.
+// answer at all. A forwarding standby's socket reaches the master, so a
+// forwarding candidate is asked on its forward address instead, where
+// only the master listens. It does not wait for an election to finish.
 func Leader(ctx context.Context, st *State) (Candidate, error) {
 	var why []string
 	for _, c := range st.Candidates() {
-		err := askMaster(ctx, c.Socket)
+		var err error
+		if c.Forward != "" {
+			err = askForward(ctx, bootstrap.Layout{StateDir: st.StateDir}.MasterDir(), c.Forward)
+		} else {
+			err = askMaster(ctx, c.Socket)
+		}
 		if err == nil {
 			return c, nil
 		}
@@ -156,6 +192,20 @@ func askMaster(ctx context.Context, sock string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	c, err := luxi.Dial(ctx, sock)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var v []any
+	return c.Call(ctx, "QueryConfigValues", []any{[]string{"cluster_name"}}, &v)
+}
+
+// askForward returns nil when a corrald serves as master on the forward
+// address addr, dialled with the master certificates in masterDir.
+func askForward(ctx context.Context, masterDir, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := master.DialForward(ctx, masterDir, addr)
 	if err != nil {
 		return err
 	}

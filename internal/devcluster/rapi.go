@@ -46,10 +46,10 @@ const (
 )
 
 // upRAPI starts corral-rapi as corral-rapi on the master's address and a
-// free port, with a new write user, records it and writes rapi.env. With
-// several master candidates it talks to the first one's socket only: when
-// another candidate takes over, this corral-rapi loses corrald until it is
-// pointed at the new master.
+// free port, with a new write user, records it and writes rapi.env. It
+// talks to the first candidate's socket: with several forwarding master
+// candidates that socket reaches whichever is master, so corral-rapi
+// follows the role (while the first corrald runs, as master or standby).
 func upRAPI(ctx context.Context, o Options, l bootstrap.Layout, st *State, ip string, save func() error) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {

@@ -46,6 +46,12 @@ type ServerOptions struct {
 	MaxMessageBytes int           // default 16 MiB; a larger request gets an error reply and the connection is closed
 	IdleTimeout     time.Duration // 0 = none; a connection with no call in progress is closed after this long
 	Logger          *slog.Logger  // default: discard
+	// Divert, when set, is offered each accepted connection first, in the
+	// connection's own goroutine: when it returns true it has served and
+	// closed the connection itself (a standby relaying it to the master),
+	// otherwise the server serves it as usual. ctx ends when Serve stops,
+	// and Serve waits for Divert to return.
+	Divert func(ctx context.Context, nc net.Conn) bool
 }
 
 // Defaults and limits.
@@ -137,8 +143,23 @@ func (s *Server) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return s.serve(ctx, ln, s.opts.Path)
+}
+
+// ServeListener is Serve on a listener the caller made (a TLS listener for
+// instance), which it closes when ctx ends. Path, Mode and Group are not
+// used.
+func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
+	if !s.started.CompareAndSwap(false, true) {
+		ln.Close()
+		return errors.New("luxi: server already started")
+	}
+	return s.serve(ctx, ln, ln.Addr().String())
+}
+
+func (s *Server) serve(ctx context.Context, ln net.Listener, where string) error {
 	close(s.ready)
-	s.log.Info("LUXI server listening", "path", s.opts.Path)
+	s.log.Info("LUXI server listening", "path", where)
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 
@@ -166,7 +187,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			ln.Close()
 			wg.Wait()
 			s.workers.close()
-			return fmt.Errorf("luxi: accept on %s: %w", s.opts.Path, err)
+			return fmt.Errorf("luxi: accept on %s: %w", where, err)
 		}
 		backoff = 0
 		if s.conns.Load() >= int64(s.opts.MaxConns) {
@@ -176,12 +197,15 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.conns.Add(1)
 		wg.Go(func() {
 			defer s.conns.Add(-1)
+			if s.opts.Divert != nil && s.opts.Divert(ctx, nc) {
+				return
+			}
 			s.serveConn(ctx, nc)
 		})
 	}
 	wg.Wait()
 	s.workers.close()
-	s.log.Info("LUXI server stopped", "path", s.opts.Path)
+	s.log.Info("LUXI server stopped", "path", where)
 	return nil
 }
 

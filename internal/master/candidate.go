@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -66,16 +67,16 @@ func runCandidate(ctx context.Context, opts Options) error {
 			return fmt.Errorf("candidate name: %w", err)
 		}
 	}
-	addr := opts.CandidateAddress
-	if addr == "" {
-		addr = opts.SocketPath
+	addr, err := candidateAddress(opts)
+	if err != nil {
+		return err
 	}
 	cand, err := election.New(election.Config{Store: raw, Name: name, Address: addr, TTL: opts.ElectionTTL,
 		Reclaim: opts.ElectionReclaim, Logger: log})
 	if err != nil {
 		return err
 	}
-	term, err := standBy(ctx, opts, raw, cand)
+	term, err := standBy(ctx, opts, raw, cand, name)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -127,14 +128,25 @@ func resign(term *election.Term, log *slog.Logger) {
 	}
 }
 
-// standBy campaigns while answering LUXI calls with the name of the
-// current master, and returns the term once this candidate has won.
-func standBy(ctx context.Context, opts Options, st store.Store, cand *election.Candidate) (*election.Term, error) {
+// standBy campaigns while serving the LUXI socket: with forwarding, each
+// connection is relayed to the current master; without it, or with no
+// master to reach, calls are answered with an error naming the master. It
+// returns the term once this candidate (named self) has won.
+func standBy(ctx context.Context, opts Options, st store.Store, cand *election.Candidate, self string) (*election.Term, error) {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	var divert func(context.Context, net.Conn) bool
+	if opts.ForwardAddress != "" {
+		fw, err := newForwarder(opts, st, self)
+		if err != nil {
+			return nil, err
+		}
+		divert = fw.divert
+	}
 	srv := luxi.NewServer(standbyHandler{st: st}, luxi.ServerOptions{
 		Path: opts.SocketPath, Mode: 0o660, Group: opts.SocketGroup,
 		MaxConns: opts.MaxConns, MaxMessageBytes: opts.MaxMessageBytes, Logger: opts.Logger,
+		Divert: divert,
 	})
 	served := make(chan struct{})
 	go func() {

@@ -98,7 +98,7 @@ func TestStandByNamesMasterThenWins(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		term, err := standBy(context.Background(), opts, st, candidate(t, st, "node2", sock))
+		term, err := standBy(context.Background(), opts, st, candidate(t, st, "node2", sock), "node2")
 		done <- result{term, err}
 	}()
 	for _, m := range []string{"SubmitJob", "QueryJobs", "NoSuchMethod"} {
@@ -144,7 +144,7 @@ func TestStandByStopsWithContext(t *testing.T) {
 	sock := shortSocket(t)
 	done := make(chan error, 1)
 	go func() {
-		_, err := standBy(ctx, Options{SocketPath: sock, Logger: slog.New(slog.DiscardHandler)}, st, candidate(t, st, "node2", ""))
+		_, err := standBy(ctx, Options{SocketPath: sock, Logger: slog.New(slog.DiscardHandler)}, st, candidate(t, st, "node2", ""), "node2")
 		done <- err
 	}()
 	_ = callUntil(t, sock, "QueryJobs")

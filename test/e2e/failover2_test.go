@@ -238,7 +238,7 @@ func countMsg(l []logEntry, msg string) int {
 func TestPartitionedOldMaster(t *testing.T) {
 	requireEtcd(t)
 	c := newClusterWith(t, devcluster.Options{Nodes: 1, Hypervisors: []string{"fake"}, WatcherEvery: time.Hour,
-		Store: storecfg.BackendEtcd, EtcdMembers: 3, Masters: 2, CorraldArgs: []string{"--election-ttl", failoverTTL}})
+		Store: storecfg.BackendEtcd, EtcdMembers: 3, Masters: 2, NoForward: true, CorraldArgs: []string{"--election-ttl", failoverTTL}})
 	cands := c.st.Candidates()
 	if len(cands) != 2 || len(c.st.EtcdEndpoints) != 3 {
 		t.Fatalf("%d candidates and %d etcd members, want 2 and 3", len(cands), len(c.st.EtcdEndpoints))

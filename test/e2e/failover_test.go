@@ -33,7 +33,7 @@ const failoverTTL = "3s"
 func TestMasterFailover(t *testing.T) {
 	requireEtcd(t)
 	c := newClusterWith(t, devcluster.Options{Nodes: 1, Hypervisors: []string{"fake"}, WatcherEvery: time.Hour,
-		Store: storecfg.BackendEtcd, EtcdMembers: 3, Masters: 3, CorraldArgs: []string{"--election-ttl", failoverTTL}})
+		Store: storecfg.BackendEtcd, EtcdMembers: 3, Masters: 3, NoForward: true, CorraldArgs: []string{"--election-ttl", failoverTTL}})
 	ctx := context.Background()
 	if n := len(c.st.Candidates()); n != 3 {
 		t.Fatalf("%d corrald candidates recorded, want 3", n)

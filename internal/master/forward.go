@@ -1,0 +1,380 @@
+package master
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/election"
+	"github.com/corral/corral/internal/luxi"
+	"github.com/corral/corral/internal/pki"
+	"github.com/corral/corral/internal/store"
+)
+
+// Forwarding lets every master candidate's LUXI socket serve the cluster:
+// the elected master also serves LUXI over mutual TLS on its forward
+// address, which it publishes in the election record, and a standby relays
+// each connection on its socket, byte for byte, to that address. Both ends
+// use the cluster CA and the master certificate in the master state
+// directory, which every master candidate holds (as Ganeti copies its
+// server certificate to every candidate):
+//   - the master accepts only clients whose certificate the cluster CA
+//     issued with the master or master-candidate role (node daemons'
+//     certificates, from the same CA, are refused);
+//   - a standby accepts only a server certificate the cluster CA issued
+//     with the master role, for the name in its own master certificate.
+
+const (
+	// forwardDialTimeout bounds connecting to the master, handshake
+	// included.
+	forwardDialTimeout = 5 * time.Second
+	// forwardHandshakeTimeout bounds a client's TLS handshake on the
+	// master's forward listener.
+	forwardHandshakeTimeout = 10 * time.Second
+	// forwardGrace is how long a standby that stops relaying (it has won
+	// the election, or is shutting down) lets the replies of calls in
+	// progress through before failing them.
+	forwardGrace = 2 * time.Second
+	// forwardErrorTimeout bounds writing the error replies for calls a
+	// broken master connection left without an answer.
+	forwardErrorTimeout = 2 * time.Second
+	// relayBuf is the copy buffer of each direction of a relayed
+	// connection.
+	relayBuf = 32 << 10
+)
+
+// forwardTLS builds the master's server and the standby's client
+// configurations from the CA bundle and the master certificate in the
+// master state directory.
+func forwardTLS(stateDir string) (server, client *tls.Config, err error) {
+	caPEM, err := os.ReadFile(filepath.Join(stateDir, FileCA))
+	if err != nil {
+		return nil, nil, fmt.Errorf("forwarding: %w", err)
+	}
+	certPEM, err := os.ReadFile(filepath.Join(stateDir, FileMasterCert))
+	if err != nil {
+		return nil, nil, fmt.Errorf("forwarding: %w", err)
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(stateDir, FileMasterKey))
+	if err != nil {
+		return nil, nil, fmt.Errorf("forwarding: %w", err)
+	}
+	certs, err := pki.ParseCertificatesPEM(certPEM)
+	if err != nil || len(certs) == 0 {
+		return nil, nil, fmt.Errorf("forwarding: master certificate %s: %v", filepath.Join(stateDir, FileMasterCert), err)
+	}
+	name := certs[0].Subject.CommonName
+	if role, ok := pki.RoleOf(certs[0]); !ok || role != pki.RoleMaster {
+		return nil, nil, fmt.Errorf("forwarding: %s is not a master certificate (role %q)", filepath.Join(stateDir, FileMasterCert), role)
+	}
+	if server, err = pki.ServerTLSConfig(certPEM, keyPEM, caPEM, pki.RoleMaster, pki.RoleMasterCandidate); err != nil {
+		return nil, nil, fmt.Errorf("forwarding: %w", err)
+	}
+	if client, err = pki.ClientTLSConfig(certPEM, keyPEM, caPEM, name, pki.RoleMaster); err != nil {
+		return nil, nil, fmt.Errorf("forwarding: %w", err)
+	}
+	return server, client, nil
+}
+
+// candidateAddress is what this candidate publishes in the election
+// record: with forwarding, the address standbys dial (the forward address,
+// or CandidateAddress when the listener is on a wildcard address); without
+// it, CandidateAddress or the LUXI socket, for the operator to read.
+func candidateAddress(opts Options) (string, error) {
+	if opts.ForwardAddress == "" {
+		if opts.CandidateAddress != "" {
+			return opts.CandidateAddress, nil
+		}
+		return opts.SocketPath, nil
+	}
+	host, _, err := net.SplitHostPort(opts.ForwardAddress)
+	if err != nil {
+		return "", fmt.Errorf("forward address %q: %w", opts.ForwardAddress, err)
+	}
+	if opts.CandidateAddress != "" {
+		if !forwardable(opts.CandidateAddress) {
+			return "", fmt.Errorf("candidate address %q: with a forward address it must be the HOST:PORT where the other candidates reach it", opts.CandidateAddress)
+		}
+		return opts.CandidateAddress, nil
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return "", fmt.Errorf("forward address %q listens on every address: give the candidate address (HOST:PORT) the other candidates should dial", opts.ForwardAddress)
+	}
+	return opts.ForwardAddress, nil
+}
+
+// forwardable reports whether a master's published address is a forward
+// address (HOST:PORT) rather than a socket path from a master that does
+// not forward.
+func forwardable(addr string) bool {
+	if strings.HasPrefix(addr, "/") {
+		return false
+	}
+	host, port, err := net.SplitHostPort(addr)
+	return err == nil && host != "" && port != ""
+}
+
+// DialForward connects to the forward address of a master with the
+// certificates of the master state directory stateDir, as a standby does,
+// and returns a LUXI client on that connection. Only the elected master
+// listens there, so tools use it to tell which candidate is master.
+func DialForward(ctx context.Context, stateDir, addr string) (*luxi.Client, error) {
+	_, cfg, err := forwardTLS(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := dialForward(ctx, cfg, addr)
+	if err != nil {
+		return nil, err
+	}
+	return luxi.NewClient(nc), nil
+}
+
+func dialForward(ctx context.Context, cfg *tls.Config, addr string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, forwardDialTimeout)
+	defer cancel()
+	d := tls.Dialer{Config: cfg}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the master at %s: %w", addr, err)
+	}
+	return nc, nil
+}
+
+// listenForward opens the master's forward listener: TLS over TCP, each
+// connection's handshake done (and bounded) in the connection's own
+// goroutine.
+func (d *Daemon) listenForward(ctx context.Context) (net.Listener, error) {
+	cfg, _, err := forwardTLS(d.opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := listenJoin(ctx, d.opts.ForwardAddress, d.term != nil)
+	if err != nil {
+		return nil, fmt.Errorf("forward listener on %s: %w", d.opts.ForwardAddress, err)
+	}
+	return tlsListener{Listener: ln, cfg: cfg, log: d.log}, nil
+}
+
+type tlsListener struct {
+	net.Listener
+	cfg *tls.Config
+	log *slog.Logger
+}
+
+func (l tlsListener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &handshakeConn{Conn: tls.Server(nc, l.cfg), log: l.log}, nil
+}
+
+// handshakeConn completes its handshake, bounded, on its first Read, so a
+// peer that stalls or presents a refused certificate costs only its own
+// goroutine and leaves a log line.
+type handshakeConn struct {
+	*tls.Conn
+	log  *slog.Logger
+	once sync.Once
+	err  error
+}
+
+func (c *handshakeConn) Read(b []byte) (int, error) {
+	c.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), forwardHandshakeTimeout)
+		defer cancel()
+		if c.err = c.Conn.HandshakeContext(ctx); c.err != nil {
+			c.log.Warn("forward listener: connection refused", "peer", c.RemoteAddr().String(), "err", c.err)
+		}
+	})
+	if c.err != nil {
+		return 0, c.err
+	}
+	return c.Conn.Read(b)
+}
+
+// forwarder is a standby's relay: each connection on its LUXI socket goes
+// to the current master over one TLS connection of its own, so requests
+// keep their order and long polls their semantics. It never reads what it
+// relays beyond counting message ends, which tells whether a call is in
+// progress when the master connection breaks.
+type forwarder struct {
+	leader func(ctx context.Context) (election.Leader, error)
+	self   string // this candidate's name: never relay to oneself
+	tls    *tls.Config
+	log    *slog.Logger
+	grace  time.Duration
+}
+
+func newForwarder(opts Options, st store.Store, self string) (*forwarder, error) {
+	_, cfg, err := forwardTLS(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	return &forwarder{
+		leader: func(ctx context.Context) (election.Leader, error) { return election.CurrentLeader(ctx, st, "") },
+		self:   self, tls: cfg, log: opts.Logger, grace: forwardGrace,
+	}, nil
+}
+
+// divert relays nc to the master and reports true, or reports false when
+// there is no master to relay to, leaving nc to the standby's own
+// handler, which answers with the standby error.
+func (f *forwarder) divert(ctx context.Context, nc net.Conn) bool {
+	lctx, cancel := context.WithTimeout(ctx, forwardDialTimeout)
+	l, err := f.leader(lctx)
+	cancel()
+	if err != nil || l.Name == f.self || !forwardable(l.Address) {
+		return false
+	}
+	up, err := dialForward(ctx, f.tls, l.Address)
+	if err != nil {
+		f.log.Warn("standby: cannot forward a LUXI connection to the master", "master", l.Name, "err", err)
+		return false
+	}
+	f.relay(ctx, nc, up, l)
+	return true
+}
+
+// side names the end of a relayed connection that failed.
+type side int
+
+const (
+	clientSide side = iota
+	masterSide
+)
+
+// relay copies both ways between the client (down) and the master (up)
+// until either leaves, then closes both. When the master's end breaks
+// with calls unanswered, each gets an error reply, unless a reply was cut
+// in the middle (the client then sees the connection close). When ctx
+// ends, no further request is read; replies of calls in progress still
+// pass for up to f.grace.
+func (f *forwarder) relay(ctx context.Context, down, up net.Conn, l election.Leader) {
+	var inflight atomic.Int64 // requests relayed whose reply has not come back
+	var midReply atomic.Bool  // the client has part of a reply
+	idle := make(chan struct{}, 1)
+	fromClient := make(chan side, 1)
+	fromMaster := make(chan side, 1)
+	go func() {
+		fromClient <- pump(up, down, clientSide, masterSide, func(frames int) { inflight.Add(int64(frames)) }, nil)
+	}()
+	go func() {
+		fromMaster <- pump(down, up, masterSide, clientSide, nil, func(frames int, ends bool) {
+			midReply.Store(!ends)
+			if frames > 0 && inflight.Add(-int64(frames)) <= 0 {
+				select {
+				case idle <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}()
+
+	clientDone, masterDone := false, false
+	masterLost := false
+	draining := false
+	stopping := ctx.Done()
+	var grace <-chan time.Time
+loop:
+	for {
+		select {
+		case s := <-fromClient:
+			clientDone = true
+			if s == masterSide {
+				masterLost = true
+				break loop
+			}
+			if !draining {
+				break loop // the client left
+			}
+			// Draining: its reads were stopped on purpose.
+		case s := <-fromMaster:
+			masterDone = true
+			if s == masterSide {
+				masterLost = true
+			}
+			break loop
+		case <-stopping:
+			stopping = nil
+			draining = true
+			_ = down.SetReadDeadline(time.Unix(1, 0))
+			if inflight.Load() <= 0 {
+				break loop
+			}
+			t := time.NewTimer(f.grace)
+			defer t.Stop()
+			grace = t.C
+		case <-idle:
+			if draining && inflight.Load() <= 0 {
+				break loop
+			}
+		case <-grace:
+			masterLost = true
+			break loop
+		}
+	}
+	up.Close()
+	if !masterDone {
+		<-fromMaster
+	}
+	// Only now is this goroutine the client's one writer.
+	if n := inflight.Load(); masterLost && n > 0 && !midReply.Load() {
+		f.failCalls(down, int(n), l)
+	}
+	down.Close()
+	if !clientDone {
+		<-fromClient
+	}
+}
+
+// failCalls answers n unanswered calls with the standby error.
+func (f *forwarder) failCalls(down net.Conn, n int, l election.Leader) {
+	f.log.Warn("standby: the connection to the master broke with calls in progress", "master", l.Name, "calls", n)
+	msg := luxi.EncodeFailure(ecode.Errorf(ecode.Environ,
+		"this corrald is a standby and lost its connection to the master %s at %s during the call: whether it took effect is unknown; check, then retry", l.Name, l.Address))
+	_ = down.SetWriteDeadline(time.Now().Add(forwardErrorTimeout))
+	for range n {
+		if err := luxi.WriteFrame(down, msg); err != nil {
+			return
+		}
+	}
+}
+
+// pump copies src to dst until one fails and returns the side that did
+// (the source's when reading failed, the destination's when writing did).
+// before runs ahead of each write with the number of message ends in it,
+// after once it is written, with whether it ended on a message end.
+func pump(dst, src net.Conn, srcSide, dstSide side, before func(frames int), after func(frames int, ends bool)) side {
+	buf := make([]byte, relayBuf)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			chunk := buf[:n]
+			frames := bytes.Count(chunk, []byte{luxi.ETX})
+			if before != nil {
+				before(frames)
+			}
+			if _, werr := dst.Write(chunk); werr != nil {
+				return dstSide
+			}
+			if after != nil {
+				after(frames, chunk[n-1] == luxi.ETX)
+			}
+		}
+		if err != nil {
+			return srcSide
+		}
+	}
+}
