@@ -129,6 +129,11 @@ func (q *Queue) publish(j *job, rec *jobRecord) {
 	if ns.status.Finalized() {
 		ns.tail = nil
 	}
+	if !old.status.Finalized() && ns.status.Finalized() {
+		// Reported before the status shows, so whoever sees the job final
+		// also finds it counted.
+		q.reportFinal(j, ns)
+	}
 	j.snap.Store(ns)
 	// The index is updated before anyone is told, so that whoever learns
 	// of a final status also finds the queue room and dependents released.
@@ -140,6 +145,22 @@ func (q *Queue) publish(j *job, rec *jobRecord) {
 		q.mu.Unlock()
 	}
 	j.notify()
+}
+
+// reportFinal tells Options.Finalized about a job that just finished.
+func (q *Queue) reportFinal(j *job, s *snapshot) {
+	if q.final == nil {
+		return
+	}
+	var took time.Duration
+	if r := s.rec; r.Received != nil && r.End != nil {
+		took = max(r.End.Time().Sub(r.Received.Time()), 0)
+	}
+	op := ""
+	if len(j.opIDs) > 0 {
+		op = j.opIDs[0]
+	}
+	q.final(op, s.status, took)
 }
 
 // notify wakes the job's subscribers; each channel holds at most one

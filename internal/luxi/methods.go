@@ -33,6 +33,9 @@ const (
 	MethodQueryTags               = "QueryTags"
 	MethodSetDrainFlag            = "SetDrainFlag"
 	MethodSetWatcherPause         = "SetWatcherPause"
+	// MethodQueryMetrics is Corral's own: corrald's metrics in Prometheus'
+	// text exposition format, for corral-rapi's /metrics.
+	MethodQueryMetrics = "QueryMetrics"
 )
 
 // WaitForJobChangeTimeout is the longest wait, in seconds, a server grants
@@ -322,6 +325,14 @@ func (c *Client) SetWatcherPause(ctx context.Context, until *float64) error {
 		arg = *until
 	}
 	return c.Call(ctx, MethodSetWatcherPause, []any{arg}, nil)
+}
+
+// QueryMetrics returns corrald's metrics in Prometheus' text exposition
+// format (version 0.0.4). The method is Corral's own; Ganeti has none.
+func (c *Client) QueryMetrics(ctx context.Context) (string, error) {
+	var text string
+	err := c.Call(ctx, MethodQueryMetrics, nil, &text)
+	return text, err
 }
 
 // decodeJobID reads a job id: a JSON integer, or the numeric string old

@@ -79,7 +79,14 @@ type Options struct {
 	// (default election.DefaultTTL). A bbolt cluster has no election.
 	CandidateName    string
 	CandidateAddress string
-	ElectionTTL      time.Duration
+	// ForwardAddress (HOST:PORT), when set on a cluster on etcd, is where
+	// the elected master serves LUXI over mutual TLS to the standbys, which
+	// then relay their own socket's connections to it (see forward.go).
+	// It is also the address the election record publishes, unless
+	// CandidateAddress overrides it. "" = no forwarding: standbys answer
+	// with an error naming the master.
+	ForwardAddress string
+	ElectionTTL    time.Duration
 	// ElectionReclaim lets a restarted corrald take back at once the
 	// election key its previous run left behind (after a crash), instead of
 	// waiting for the lease to expire. Only for unique candidate names.
@@ -114,6 +121,8 @@ type Daemon struct {
 	qNode  *query.Resource[*query.NodeRow]
 	qGroup *query.Resource[*query.GroupRow]
 	watch  *watcher
+	// metrics is served through QueryMetrics (see metrics.go).
+	metrics *daemonMetrics
 	// term is the master term this corrald holds (nil on bbolt: no
 	// election).
 	term *election.Term
@@ -166,6 +175,7 @@ func openOn(ctx context.Context, opts Options, st store.Store, term *election.Te
 	d := &Daemon{opts: opts, log: opts.Logger, locks: locking.New(), term: term,
 		qInst: query.Instances(), qNode: query.Nodes(), qGroup: query.Groups()}
 	d.st = st
+	d.metrics = newDaemonMetrics(func() *jobqueue.Queue { return d.queue })
 	ok := false
 	defer func() {
 		if !ok && d.queue != nil {
@@ -204,7 +214,7 @@ func openOn(ctx context.Context, opts Options, st store.Store, term *election.Te
 	if err != nil {
 		return nil, err
 	}
-	d.rpc = &nodeRPC{client: client, cfg: d.cfg, term: term}
+	d.rpc = &nodeRPC{client: client, cfg: d.cfg, term: term, metrics: d.metrics}
 	d.proc = cmdlib.NewProcessor(d.cfg, d.locks, d.rpc, opcodes.Default(), opts.Logger)
 	d.proc.Failpoints = opts.Failpoints
 	tab := d.proc.Ops
@@ -226,6 +236,7 @@ func openOn(ctx context.Context, opts Options, st store.Store, term *election.Te
 		MaxRunning: func() int { return d.cfg.Cluster().MaxRunningJobs },
 		QueueSize:  func() int { return d.cfg.Cluster().JobQueueSize },
 		Logger:     opts.Logger,
+		Finalized:  d.metrics.jobFinalized,
 	})
 	if err != nil {
 		return nil, err
@@ -283,7 +294,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	// master that resigned on request first lets its reply go out.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	srv := luxi.NewServer(&luxiHandler{d}, luxi.ServerOptions{
 		Path: d.opts.SocketPath, Mode: 0o660, Group: d.opts.SocketGroup,
 		MaxConns: d.opts.MaxConns, MaxMessageBytes: d.opts.MaxMessageBytes, Logger: d.log,
@@ -293,6 +304,20 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		defer bg.Done()
 		errc <- srv.Serve(ctx)
 	}()
+	if d.opts.ForwardAddress != "" && d.term != nil {
+		ln, err := d.listenForward(outer)
+		if err != nil {
+			return err
+		}
+		fsrv := luxi.NewServer(&luxiHandler{d}, luxi.ServerOptions{
+			MaxConns: d.opts.MaxConns, MaxMessageBytes: d.opts.MaxMessageBytes, Logger: d.log,
+		})
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			errc <- fsrv.ServeListener(ctx, ln)
+		}()
+	}
 
 	joinAddr := d.opts.JoinListen
 	if joinAddr == "" {
@@ -326,7 +351,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 			d.watch.run(ctx, d.opts.WatcherInterval)
 		}()
 	}
-	d.log.Info("corrald serving", "luxi", d.opts.SocketPath, "join", joinAddr, "epoch", d.cfg.Cluster().Epoch, "pid", os.Getpid())
+	d.log.Info("corrald serving", "luxi", d.opts.SocketPath, "join", joinAddr, "forward", d.opts.ForwardAddress, "epoch", d.cfg.Cluster().Epoch, "pid", os.Getpid())
 	var err error
 	select {
 	case <-outer.Done():
@@ -424,6 +449,8 @@ type nodeRPC struct {
 	client *rpc.Client
 	cfg    *confdb.DB
 	term   *election.Term // nil: no election
+	// metrics records each call's latency (nil: not recorded).
+	metrics *daemonMetrics
 }
 
 func (r *nodeRPC) Call(ctx context.Context, n *config.Node, method, opID string, args, reply any) error {
@@ -437,7 +464,10 @@ func (r *nodeRPC) Call(ctx context.Context, n *config.Node, method, opID string,
 		defer cancel()
 	}
 	addr := net.JoinHostPort(n.PrimaryIP, strconv.Itoa(r.cfg.Cluster().RPCPort))
-	return r.client.CallTimeout(ctx, callTimeout(args), n.Name, addr, method, opID, args, reply)
+	start := time.Now()
+	err := r.client.CallTimeout(ctx, callTimeout(args), n.Name, addr, method, opID, args, reply)
+	r.metrics.nodeRPC(method, start, err)
+	return err
 }
 
 // callTimeout gives calls that wait on purpose (a guest's clean shutdown, an

@@ -62,7 +62,8 @@ func jobID(args []json.RawMessage, i int) (int64, error) {
 	return 0, ecode.Errorf(ecode.Inval, "invalid job id %v", v)
 }
 
-func (h *luxiHandler) Call(ctx context.Context, method string, args []json.RawMessage) (any, error) {
+func (h *luxiHandler) Call(ctx context.Context, method string, args []json.RawMessage) (_ any, err error) {
+	defer func() { h.d.metrics.luxiCall(method, err) }()
 	d := h.d
 	q := d.queue
 	if d.term != nil {
@@ -269,6 +270,8 @@ func (h *luxiHandler) Call(ctx context.Context, method string, args []json.RawMe
 		return d.locks.Info(), nil
 	case "QueryStats":
 		return q.Stats(), nil
+	case "QueryMetrics":
+		return d.metrics.text()
 	case "MasterFailover":
 		// [target]: the candidate to hand the role to; null or "" lets
 		// the candidates elect one.

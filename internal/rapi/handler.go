@@ -47,6 +47,7 @@ type Handler struct {
 	now         func() time.Time
 	routes      []route
 	ops         *opcodes.Table
+	metrics     *rapiMetrics
 }
 
 // NewHandler builds a Handler.
@@ -64,6 +65,7 @@ func NewHandler(cfg Config) *Handler {
 	h.SetUsers(cfg.Users)
 	h.routes = h.buildRoutes()
 	h.ops = opcodes.Default()
+	h.metrics = newRAPIMetrics()
 	return h
 }
 
@@ -132,6 +134,8 @@ var explain = map[int]string{
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w, done := h.instrument(w, r)
+	defer done()
 	if h.slots != nil {
 		select {
 		case h.slots <- struct{}{}:
@@ -140,6 +144,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.writeError(w, errf(http.StatusServiceUnavailable, "Too many concurrent requests"))
 			return
 		}
+	}
+	if r.URL.EscapedPath() == MetricsPath {
+		h.serveMetrics(w, r)
+		return
 	}
 	res, err := h.serve(w, r)
 	if err != nil {
