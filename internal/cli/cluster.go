@@ -17,6 +17,7 @@ func newClusterCmd(a *app) *cobra.Command {
 		"  corral cluster info\n  corral cluster verify\n  corral cluster modify --max-running-jobs 10")
 	c.AddCommand(a.clusterInfoCmd(), a.clusterVerifyCmd(), a.clusterModifyCmd(), a.clusterQueueCmd(), a.clusterWatcherCmd(),
 		a.clusterMasterFailoverCmd())
+	c.AddCommand(tagCommands(a, "cluster")...)
 	return c
 }
 

@@ -51,6 +51,7 @@ func newNodeCmd(a *app) *cobra.Command {
 	c := newGroup("node", "Manage the cluster's nodes",
 		"  corral node list\n  corral node join-token node2\n  corral node add node2 --ip 192.0.2.12")
 	c.AddCommand(a.nodeListCmd(), a.nodeInfoCmd(), a.nodeAddCmd(), a.nodeRemoveCmd(), a.nodeModifyCmd(), a.nodeJoinTokenCmd())
+	c.AddCommand(tagCommands(a, "node")...)
 	return c
 }
 
