@@ -26,6 +26,7 @@ func TestScripts(t *testing.T) {
 				return err
 			}
 			e.Defer(stop)
+			f.addGroups()
 			e.Setenv(EnvSocket, f.sock)
 			e.Values[statusKey{}] = new(int)
 			return nil

@@ -22,6 +22,7 @@ type Tx struct {
 	nodes     []*config.Node
 	delNodes  []*config.Node
 	groups    []*config.NodeGroup
+	delGroups []*config.NodeGroup
 	insts     []*config.Instance
 	delInsts  []*config.Instance
 	seenCmp   map[string]bool
@@ -104,6 +105,18 @@ func (tx *Tx) PutGroup(g *config.NodeGroup) {
 	tx.putNamed(pfxGroup+g.UUID, pfxNameGroup, exists, rev, nameOf(exists, old.obj), g.Name, g.UUID)
 	tx.put(pfxGroup+g.UUID, g)
 	tx.groups = append(tx.groups, g)
+}
+
+// DeleteGroup removes a node group. Callers check that no node is in it.
+func (tx *Tx) DeleteGroup(g *config.NodeGroup) {
+	tx.db.mu.RLock()
+	old, exists := tx.db.groups[g.UUID]
+	tx.db.mu.RUnlock()
+	if !exists {
+		return
+	}
+	tx.deleteNamed(pfxGroup+g.UUID, pfxNameGroup+old.obj.Name, old.rev)
+	tx.delGroups = append(tx.delGroups, old.obj)
 }
 
 // deleteNamed removes an object and its name index key, if nobody changed
@@ -234,6 +247,10 @@ func (db *DB) Apply(tx *Tx, rev int64) {
 		}
 		db.nodes[n.UUID] = entry[*config.Node]{n.Clone(), rev}
 		db.nodeByName[n.Name] = n.UUID
+	}
+	for _, g := range tx.delGroups {
+		delete(db.groups, g.UUID)
+		delete(db.groupByName, g.Name)
 	}
 	for _, g := range tx.groups {
 		if old, ok := db.groups[g.UUID]; ok {

@@ -164,14 +164,18 @@ func cloneNested(m map[string]Params) map[string]Params {
 // NodeGroup is a set of nodes (Ganeti's node group).
 type NodeGroup struct {
 	Meta
-	AllocPolicy string `json:"alloc_policy"`
-	NDParams    Params `json:"ndparams"`
+	AllocPolicy string            `json:"alloc_policy"`
+	NDParams    Params            `json:"ndparams"`             // custom values only
+	DiskParams  map[string]Params `json:"diskparams,omitempty"` // per disk template, custom values only
+	IPolicy     Params            `json:"ipolicy,omitempty"`    // custom instance policy
 }
 
 func (g *NodeGroup) Clone() *NodeGroup {
 	n := *g
 	n.Tags = slices.Clone(g.Tags)
 	n.NDParams = g.NDParams.Clone()
+	n.DiskParams = cloneNested(g.DiskParams)
+	n.IPolicy = g.IPolicy.Clone()
 	return &n
 }
 

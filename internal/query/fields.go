@@ -323,6 +323,15 @@ type GroupRow struct {
 	Insts int
 }
 
+// groupDiskParams is a group's disk parameters, never null. The cluster
+// keeps no disk parameters of its own, so the custom ones are all there is.
+func groupDiskParams(g *config.NodeGroup) map[string]config.Params {
+	if g.DiskParams == nil {
+		return map[string]config.Params{}
+	}
+	return g.DiskParams
+}
+
 // Groups is the node group resource (Ganeti's G_FIELDS).
 func Groups() *Resource[*GroupRow] {
 	return NewResource("group", []Field[*GroupRow]{
@@ -334,8 +343,10 @@ func Groups() *Resource[*GroupRow] {
 		{Name: "pinst_cnt", Title: "Instances", Kind: KNumber, Doc: "Number of primary instances", Get: func(r *GroupRow) (any, int) { return ok(r.Insts) }},
 		{Name: "ndparams", Title: "NDParams", Kind: KOther, Doc: "Node parameters", Get: func(r *GroupRow) (any, int) { return ok(emptyIfNil(r.Group.NDParams)) }},
 		{Name: "custom_ndparams", Title: "CustomNDParams", Kind: KOther, Doc: "Custom node parameters", Get: func(r *GroupRow) (any, int) { return ok(emptyIfNil(r.Group.NDParams)) }},
-		{Name: "ipolicy", Title: "InstancePolicy", Kind: KOther, Doc: "Instance policy", Get: func(r *GroupRow) (any, int) { return ok(map[string]any{}) }},
-		{Name: "diskparams", Title: "DiskParameters", Kind: KOther, Doc: "Disk parameters", Get: func(r *GroupRow) (any, int) { return ok(map[string]any{}) }},
+		{Name: "ipolicy", Title: "InstancePolicy", Kind: KOther, Doc: "Instance policy", Get: func(r *GroupRow) (any, int) { return ok(emptyIfNil(r.Group.IPolicy)) }},
+		{Name: "custom_ipolicy", Title: "CustomInstancePolicy", Kind: KOther, Doc: "Custom instance policy", Get: func(r *GroupRow) (any, int) { return ok(emptyIfNil(r.Group.IPolicy)) }},
+		{Name: "diskparams", Title: "DiskParameters", Kind: KOther, Doc: "Disk parameters", Get: func(r *GroupRow) (any, int) { return ok(groupDiskParams(r.Group)) }},
+		{Name: "custom_diskparams", Title: "CustomDiskParameters", Kind: KOther, Doc: "Custom disk parameters", Get: func(r *GroupRow) (any, int) { return ok(groupDiskParams(r.Group)) }},
 		{Name: "ctime", Title: "CTime", Kind: KTimestamp, Doc: "Creation time", Get: func(r *GroupRow) (any, int) { return ok(r.Group.CTime) }},
 		{Name: "mtime", Title: "MTime", Kind: KTimestamp, Doc: "Modification time", Get: func(r *GroupRow) (any, int) { return ok(r.Group.MTime) }},
 		{Name: "serial_no", Title: "SerialNo", Kind: KNumber, Doc: "Serial number", Get: func(r *GroupRow) (any, int) { return ok(r.Group.Serial) }},
