@@ -23,6 +23,8 @@ func newInstanceCmd(a *app) *cobra.Command {
 		"  corral instance list\n  corral instance add -t file -o debootstrap -s 10G web1\n  corral instance shutdown web1", "i")
 	c.AddCommand(a.instanceAddCmd(), a.instanceListCmd(), a.instanceInfoCmd(), a.instanceConsoleCmd())
 	c.AddCommand(a.instanceOpCmds()...)
+	c.AddCommand(a.instanceDiskCmds()...)
+	c.AddCommand(tagCommands(a, "instance")...)
 	return c
 }
 

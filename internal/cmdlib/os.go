@@ -1,6 +1,201 @@
 package cmdlib
 
+import (
+	"context"
+	"slices"
+	"sort"
+
+	"github.com/corral/corral/internal/config"
+	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/locking"
+	"github.com/corral/corral/internal/nodeapi"
+	"github.com/corral/corral/internal/opcodes"
+)
+
 // osLU returns the unit of one of the OS opcodes, or nil for another opcode.
 func osLU(id string) LU {
+	if id == "OP_OS_DIAGNOSE" {
+		return &osDiagnoseLU{}
+	}
 	return nil
 }
+
+// osFields are the output fields of OP_OS_DIAGNOSE, as Ganeti's OS query.
+var osFields = []string{"name", "valid", "variants", "node_status", "hidden", "blacklisted", "api_versions", "parameters", "trusted"}
+
+// OSStatus is what the cluster knows of one OS definition: its merge over
+// every vm_capable, online node that answered.
+type OSStatus struct {
+	Name        string
+	Valid       bool
+	Hidden      bool
+	Blacklisted bool
+	Trusted     bool
+	Variants    []string
+	Parameters  [][2]string
+	APIVersions []int
+	// NodeStatus maps a node name to what it reported for this OS:
+	// [[path, valid, error, variants, parameters, api_versions]], empty when
+	// the node lacks the OS.
+	NodeStatus map[string][]any
+}
+
+// MergeOS combines each node's OS list as Ganeti does: an OS is valid only
+// when every node has a valid copy; variants, parameters and API versions
+// are those every node offers. Nodes are keyed by name.
+func MergeOS(perNode map[string][]nodeapi.OSInfo, c *config.Cluster) []OSStatus {
+	nodes := make([]string, 0, len(perNode))
+	for n := range perNode {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	byName := map[string]map[string]*nodeapi.OSInfo{} // os -> node -> first definition found
+	for _, n := range nodes {
+		for i := range perNode[n] {
+			o := &perNode[n][i]
+			if byName[o.Name] == nil {
+				byName[o.Name] = map[string]*nodeapi.OSInfo{}
+			}
+			// The first definition in the search path is the one used.
+			if _, seen := byName[o.Name][n]; !seen {
+				byName[o.Name][n] = o
+			}
+		}
+	}
+	names := make([]string, 0, len(byName))
+	for name := range byName {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	out := make([]OSStatus, 0, len(names))
+	for _, name := range names {
+		st := OSStatus{Name: name, Valid: true, Trusted: true, NodeStatus: map[string][]any{},
+			Hidden: c != nil && slices.Contains(c.HiddenOS, name), Blacklisted: c != nil && slices.Contains(c.BlacklistedOS, name)}
+		for i, n := range nodes {
+			o := byName[name][n]
+			if o == nil {
+				st.NodeStatus[n] = []any{}
+				st.Valid = false
+				continue
+			}
+			st.NodeStatus[n] = []any{[]any{o.Path, o.Valid, o.Error, osStrings(o.Variants), osPairs(o.Parameters), osInts(o.APIVersions)}}
+			if !o.Valid {
+				st.Valid = false
+			}
+			st.Trusted = st.Trusted && o.Trusted
+			if i == 0 {
+				st.Variants = slices.Clone(o.Variants)
+				st.Parameters = slices.Clone(o.Parameters)
+				st.APIVersions = slices.Clone(o.APIVersions)
+				continue
+			}
+			st.Variants = slices.DeleteFunc(st.Variants, func(v string) bool { return !slices.Contains(o.Variants, v) })
+			st.Parameters = slices.DeleteFunc(st.Parameters, func(p [2]string) bool { return !slices.Contains(o.Parameters, p) })
+			st.APIVersions = slices.DeleteFunc(st.APIVersions, func(v int) bool { return !slices.Contains(o.APIVersions, v) })
+		}
+		if !st.Valid {
+			// Ganeti reports nothing it could not use on every node.
+			st.Variants, st.Parameters, st.APIVersions = nil, nil, nil
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+func osStrings(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
+}
+
+func osPairs(l [][2]string) [][2]string {
+	if l == nil {
+		return [][2]string{}
+	}
+	return l
+}
+
+func osInts(l []int) []int {
+	if l == nil {
+		return []int{}
+	}
+	return l
+}
+
+// field is one output field of an OS.
+func (s *OSStatus) field(name string) any {
+	switch name {
+	case "name":
+		return s.Name
+	case "valid":
+		return s.Valid
+	case "variants":
+		return osStrings(s.Variants)
+	case "node_status":
+		return s.NodeStatus
+	case "hidden":
+		return s.Hidden
+	case "blacklisted":
+		return s.Blacklisted
+	case "api_versions":
+		return osInts(s.APIVersions)
+	case "parameters":
+		return osPairs(s.Parameters)
+	case "trusted":
+		return s.Trusted
+	}
+	return nil
+}
+
+// osDiagnoseLU asks every vm_capable, online node for its OS definitions.
+// As Ganeti's legacy OS query, hidden, blacklisted and invalid OSes are left
+// out unless the respective field is asked for, so a caller listing names
+// gets only what it may install.
+type osDiagnoseLU struct {
+	Rows [][]any `json:"rows"`
+}
+
+func (lu *osDiagnoseLU) Locks(p *Processor, op *opcodes.Op) []locking.Request { return nil }
+
+func (lu *osDiagnoseLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op) error {
+	fields := op.Strings("output_fields")
+	for _, f := range fields {
+		if !slices.Contains(osFields, f) {
+			return ecode.Errorf(ecode.Inval, "Unknown output fields selected: %s", f)
+		}
+	}
+	perNode := map[string][]nodeapi.OSInfo{}
+	for _, n := range p.Cfg.Nodes() {
+		if n.Offline || !n.VMCapable {
+			continue
+		}
+		var l []nodeapi.OSInfo
+		if err := p.RPC.Call(ctx, n, nodeapi.OSDiagnose, "", struct{}{}, &l); err != nil {
+			// As Ganeti: a node that cannot answer is left out of the merge.
+			p.Log.Warn("os diagnose failed on a node", "node", n.Name, "err", err)
+			continue
+		}
+		perNode[n.Name] = l
+	}
+	names := op.Strings("names")
+	lu.Rows = [][]any{}
+	for _, st := range MergeOS(perNode, p.Cfg.Cluster()) {
+		if len(names) > 0 && !slices.Contains(names, st.Name) {
+			continue
+		}
+		if (st.Hidden && !slices.Contains(fields, "hidden")) || (st.Blacklisted && !slices.Contains(fields, "blacklisted")) ||
+			(!st.Valid && !slices.Contains(fields, "valid")) {
+			continue
+		}
+		row := make([]any, len(fields))
+		for i, f := range fields {
+			row[i] = st.field(f)
+		}
+		lu.Rows = append(lu.Rows, row)
+	}
+	return nil
+}
+
+func (lu *osDiagnoseLU) Steps() []Step { return nil }
+func (lu *osDiagnoseLU) Result() any   { return lu.Rows }

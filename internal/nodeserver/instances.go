@@ -149,7 +149,7 @@ func (s *Server) instanceList(ctx context.Context, a nodeapi.InstanceListArgs) (
 		}
 		for _, r := range l {
 			out = append(out, nodeapi.RunningInstance{Name: r.Name, UUID: r.UUID, State: string(r.State),
-				MemoryMiB: r.MemoryMiB, VCPUs: r.VCPUs, PID: r.PID})
+				MemoryMiB: r.MemoryMiB, VCPUs: r.VCPUs, PID: r.PID, SerialSocket: serialSocket(h, r.Name)})
 		}
 	}
 	return out, nil

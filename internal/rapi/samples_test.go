@@ -17,7 +17,7 @@ const samplesDir = "testdata/ganeti-3.0.2"
 
 // notImplemented are sample paths whose feature Corral lacks; they must
 // answer 501 with the error body instead.
-var notImplemented = map[string]bool{"/2/filters": true, "/2/networks": true, "/2/os": true}
+var notImplemented = map[string]bool{"/2/filters": true, "/2/networks": true}
 
 type sample struct {
 	Request struct {
@@ -124,9 +124,12 @@ func TestSampleShapes(t *testing.T) {
 			if s.Request.Method == "GET" && strings.HasSuffix(path, "/wait") {
 				body = `{"fields":["status"],"previous_job_info":null,"previous_log_serial":null}`
 			}
+			base, _, _ := strings.Cut(path, "?")
+			if setup := sampleSetup[base]; setup != nil {
+				setup(be)
+			}
 			rec := do(t, newTestHandler(t, be, !s.Request.Auth), s.Request.Method, path, body, as)
 			got := decode(t, rec)
-			base, _, _ := strings.Cut(path, "?")
 			if notImplemented[base] {
 				if rec.Code != 501 {
 					t.Fatalf("status %d, want 501 for a missing feature", rec.Code)

@@ -248,6 +248,14 @@ func (f *File) Grow(ctx context.Context, instUUID string, d Disk, newSizeMiB int
 	if err != nil {
 		return ecode.ExecErrorf("checking disk file %s: %w", p, err)
 	}
+	// Corral writes raw images only; a qcow2 file placed here by hand would
+	// keep its virtual size under truncate (qemu-img resize is its tool), so
+	// growing it as raw would report success and change nothing the guest sees.
+	if q, err := isQcow2(p); err != nil {
+		return ecode.ExecErrorf("checking the format of disk file %s: %w", p, err)
+	} else if q {
+		return ecode.Errorf(ecode.Inval, "disk file %s is a qcow2 image; only raw images can be grown", p)
+	}
 	newSize := newSizeMiB * mib
 	switch {
 	case newSize == st.Size():
@@ -262,6 +270,27 @@ func (f *File) Grow(ctx context.Context, instUUID string, d Disk, newSizeMiB int
 		return ecode.ExecErrorf("growing disk file %s: %w", p, err)
 	}
 	return nil
+}
+
+// qcow2Magic starts every qcow2 image ("QFI" and 0xfb).
+var qcow2Magic = [4]byte{'Q', 'F', 'I', 0xfb}
+
+func isQcow2(p string) (bool, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var head [4]byte
+	n, err := f.ReadAt(head[:], 0)
+	if n < len(head) {
+		// Shorter than a header (or empty and sparse): raw.
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return head == qcow2Magic, nil
 }
 
 // Free implements Backend.
