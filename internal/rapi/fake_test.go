@@ -223,3 +223,11 @@ func (f *fakeBackend) lastOp() map[string]any {
 	ops := f.submitted[len(f.submitted)-1]
 	return ops[0].(map[string]any)
 }
+
+// QueryMetrics answers with fakeMetrics (metrics_test.go).
+func (f *fakeBackend) QueryMetrics(context.Context) (string, error) {
+	if err := f.check(); err != nil {
+		return "", err
+	}
+	return fakeMetrics, nil
+}

@@ -36,6 +36,78 @@ def wait(c, job):
     return {"job": job, "ok": ok, "status": c.GetJobStatus(job)["status"]}
 
 
+def tags_step(c, inst, node, group):
+    """Adds, reads and removes tags of every kind; returns what it saw."""
+    out = {
+        "add_instance": wait(c, c.AddInstanceTags(inst, ["role:web", "env:prod"])),
+        "instance_tags": sorted(c.GetInstanceTags(inst)),
+        "instance_field": sorted(c.GetInstance(inst)["tags"]),
+        "dry_run": wait(c, c.AddInstanceTags(inst, ["dry"], dry_run=True)),
+        "after_dry_run": sorted(c.GetInstanceTags(inst)),
+        "delete_instance": wait(c, c.DeleteInstanceTags(inst, ["env:prod"])),
+        "after_delete": sorted(c.GetInstanceTags(inst)),
+        "delete_missing": wait(c, c.DeleteInstanceTags(inst, ["nope"])),
+        "add_node": wait(c, c.AddNodeTags(node, ["rack:4"])),
+        "node_tags": c.GetNodeTags(node),
+        "add_cluster": wait(c, c.AddClusterTags(["site:ams"])),
+        "cluster_tags": c.GetClusterTags(),
+        "add_group": wait(c, c.AddGroupTags(group, ["tier:1"])),
+        "group_tags": c.GetGroupTags(group),
+        "bad_tag": api_error(lambda: c.AddInstanceTags(inst, ["bad tag"])),
+    }
+    out["after_bad_tag"] = sorted(c.GetInstanceTags(inst))
+    return out
+
+
+def disks_step(c, inst):
+    """Lists OSes, activates, grows and deactivates the disks of a running
+    instance and reads its console; returns what it saw."""
+    out = {"os": c.GetOperatingSystems()}
+    job = c.ActivateInstanceDisks(inst)
+    out["activate"] = wait(c, job)
+    out["activate_result"] = c.GetJobStatus(job)["opresult"]
+    out["grow"] = wait(c, c.GrowInstanceDisk(inst, 0, 64, wait_for_sync=False))
+    out["sizes"] = c.GetInstance(inst)["disk.sizes"]
+    out["console"] = c.GetInstanceConsole(inst)
+    out["deactivate_running"] = wait(c, c.DeactivateInstanceDisks(inst))
+    out["deactivate_forced"] = wait(c, c.DeactivateInstanceDisks(inst, force=True))
+    out["shutdown"] = wait(c, c.ShutdownInstance(inst, timeout=0))
+    out["console_stopped"] = api_error(lambda: c.GetInstanceConsole(inst))
+    out["deactivate_stopped"] = wait(c, c.DeactivateInstanceDisks(inst))
+    return out
+
+
+def groups(c, args):
+    """Node group steps: groups ACTION ARG...; each prints what it saw."""
+    action, args = args[0], args[1:]
+    if action == "create":
+        name, policy = args
+        out = wait(c, c.CreateGroup(name, alloc_policy=policy))
+        out["dry"] = wait(c, c.CreateGroup(name + "-dry", dry_run=True))
+    elif action == "read":
+        name, node = args
+        out = {
+            "names": c.GetGroups(),
+            "bulk": c.GetGroups(bulk=True),
+            "group": c.GetGroup(name),
+            "node": c.GetNode(node),
+            "missing": api_error(lambda: c.GetGroup("no-such-group")),
+        }
+    elif action == "modify":
+        out = wait(c, c.ModifyGroup(args[0], alloc_policy=args[1]))
+    elif action == "rename":
+        out = wait(c, c.RenameGroup(args[0], args[1]))
+    elif action == "assign":
+        out = wait(c, c.AssignGroupNodes(args[0], args[1:]))
+    elif action == "delete":
+        job = c.DeleteGroup(args[0])
+        out = wait(c, job)
+        out["job_info"] = c.GetJobStatus(job)
+    else:
+        sys.exit("unknown groups action " + action)
+    return out
+
+
 def main():
     step, args = sys.argv[1], sys.argv[2:]
     c = connect()
@@ -108,6 +180,12 @@ def main():
             "reader_write": api_error(lambda: reader.ShutdownInstance(name)),
             "reader_read": reader.GetInstance(name)["name"],
         }
+    elif step == "tags":
+        out = tags_step(c, *args)
+    elif step == "disks":
+        out = disks_step(c, *args)
+    elif step == "groups":
+        out = groups(c, args)
     else:
         sys.exit("unknown step " + step)
     json.dump(out, sys.stdout)

@@ -1,0 +1,139 @@
+package localcmd
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corral/corral/internal/bootstrap"
+	"github.com/corral/corral/internal/ecode"
+)
+
+// renewCryptoLater are Ganeti's renew-crypto options for secrets Corral
+// cannot renew yet; they are refused rather than silently ignored.
+var renewCryptoLater = []struct {
+	flag, what string
+	file       bool // takes a FILE argument
+}{
+	{"new-cluster-certificate", "renewing the cluster certificates", false},
+	{"new-cluster-domain-secret", "renewing the cluster domain secret", false},
+	{"cluster-domain-secret", "installing a cluster domain secret", true},
+	{"new-spice-certificate", "SPICE certificates", false},
+	{"spice-certificate", "SPICE certificates", true},
+	{"spice-ca-certificate", "SPICE certificates", true},
+	{"new-ssh-keys", "renewing SSH keys", false},
+	{"new-node-certificates", "renewing node certificates", false},
+	{"new-confd-hmac-key", "renewing the confd HMAC key", false},
+}
+
+func renewCryptoCmd(d Dirs) *cobra.Command {
+	var newRAPI, force bool
+	var rapiFile string
+	cmd := &cobra.Command{
+		Use:   "renew-crypto {--new-rapi-certificate | --rapi-certificate FILE} [--force]",
+		Short: "Replace corral-rapi's certificate",
+		Long: `Replace corral-rapi's TLS certificate and key, as Ganeti's gnt-cluster
+renew-crypto does for the RAPI certificate:
+
+  --new-rapi-certificate   issue a new key pair from the cluster CA, for the
+                           names and addresses of the current certificate
+  --rapi-certificate FILE  install a certificate of your own: FILE is PEM
+                           with the certificate (optionally followed by its
+                           chain) and its unencrypted private key; the key
+                           must match, be RSA of at least 2048 bits or ECDSA,
+                           and the certificate must be valid now
+
+The files are replaced atomically with corral-rapi's owner and modes, and
+corral-rapi serves the new certificate from its next TLS handshake, without
+a restart. Run as root on the master node (a new certificate needs the
+cluster CA's key). The other secrets Ganeti's command renews are not
+available yet.`,
+		Example: "  corral cluster renew-crypto --new-rapi-certificate\n  corral cluster renew-crypto --rapi-certificate /root/rapi.pem --force",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, o := range renewCryptoLater {
+				if cmd.Flags().Changed(o.flag) {
+					return ecode.Errorf(ecode.Inval, "--%s: %s is not available yet", o.flag, o.what)
+				}
+			}
+			if newRAPI == (rapiFile != "") {
+				return ecode.Errorf(ecode.Inval, "give exactly one of --new-rapi-certificate and --rapi-certificate FILE")
+			}
+			if os.Geteuid() != 0 {
+				return ecode.Errorf(ecode.Environ, "renew-crypto must run as root on the master node: it writes corral-rapi's key and reads the cluster CA's")
+			}
+			l := bootstrap.Layout{StateDir: d.StateDir(), RunDir: d.RunDir()}
+			var bundle []byte
+			if rapiFile != "" {
+				var err error
+				if bundle, err = os.ReadFile(rapiFile); err != nil {
+					return ecode.Errorf(ecode.Environ, "reading the certificate: %v", err)
+				}
+				// Refuse a bad file before asking anything.
+				if _, _, err := bootstrap.ParseRAPIBundle(bundle, time.Now()); err != nil {
+					return fmt.Errorf("%s: %w", rapiFile, err)
+				}
+			}
+			if !force {
+				ok, err := confirm(cmd.InOrStdin(), d.Stdout, "Replace corral-rapi's certificate in "+l.RAPIDir()+"? Clients that pinned the old one will need the new one. Continue?")
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return ecode.Errorf(ecode.Inval, "aborted")
+				}
+			}
+			var info *bootstrap.RAPICertInfo
+			var err error
+			if newRAPI {
+				info, err = bootstrap.RenewRAPICert(l)
+			} else {
+				info, err = bootstrap.InstallRAPICert(l, bundle, time.Now())
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(d.Stdout, "corral-rapi certificate replaced: serial %s, %s, valid until %s.\n",
+				info.Serial, info.Subject, info.NotAfter.UTC().Format(time.RFC3339))
+			if !info.ClusterCA {
+				fmt.Fprintf(d.Stdout, "Note: it does not verify against the cluster CA (%s); clients that use that file will refuse it.\n", l.RAPICA())
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&newRAPI, "new-rapi-certificate", false, "issue corral-rapi a new certificate from the cluster CA")
+	f.StringVar(&rapiFile, "rapi-certificate", "", "install this PEM file (certificate, optional chain, private key) as corral-rapi's certificate")
+	f.BoolVar(&force, "force", false, "do not ask for confirmation")
+	for _, o := range renewCryptoLater {
+		if o.file {
+			f.String(o.flag, "", "not available yet")
+		} else {
+			f.Bool(o.flag, false, "not available yet")
+		}
+		_ = f.MarkHidden(o.flag)
+	}
+	return cmd
+}
+
+// confirm asks a yes/no question; anything but y or yes is no.
+func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
+	fmt.Fprintf(out, "%s y/[n]: ", question)
+	line, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && line == "" {
+		if err == io.EOF {
+			return false, nil
+		}
+		return false, err
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
+}
