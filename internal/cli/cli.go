@@ -183,10 +183,11 @@ with the job id instead.
 Exit status: 0 on success, 2 for bad usage or invalid input, 3 for an unknown
 object, 4 when it already exists, 5 for a wrong state, 6 for lack of
 resources, 7 for an environment problem (such as no master daemon), 1 for any
-other failure.`,
+other failure.` + remoteHelp,
 		Example: `  corral cluster info
   corral instance add -t file -o debootstrap --disk 0:size=10G web1
-  corral --socket /run/corral/master/luxi.sock job list`,
+  corral --socket /run/corral/master/luxi.sock job list
+  corral --rapi https://master:5080 --rapi-user admin --rapi-password-file pw --rapi-ca ca.pem instance list`,
 		Args:          cobra.ArbitraryArgs,
 		RunE:          groupRunE,
 		SilenceErrors: true,
@@ -206,6 +207,7 @@ other failure.`,
 	pf.StringVar(&runDir, "run-dir", DefaultRunDir, "directory of the daemons' sockets and runtime files (env "+EnvRunDir+")")
 	pf.StringVar(&socket, "socket", "", "LUXI socket of the master daemon (env "+EnvSocket+"; default <run-dir>/master/luxi.sock)")
 	pf.StringVar(&stateDir, "state-dir", DefaultStateDir, "directory of the persistent state, for commands that need it (env "+EnvStateDir+")")
+	rf := addRemoteFlags(pf)
 
 	a := &app{env: env}
 	cluster := newClusterCmd(a)
@@ -213,6 +215,8 @@ other failure.`,
 		cluster.AddCommand(c)
 	}
 	root.AddCommand(cluster, newNodeCmd(a), newInstanceCmd(a), newJobCmd(a), newDebugCmd(a))
+	root.AddCommand(newGroupCmd(a))
+	root.AddCommand(newOSCmd(a))
 	for _, c := range rootExtra {
 		root.AddCommand(c)
 	}
@@ -221,7 +225,11 @@ other failure.`,
 	// tells a given flag from its default.
 	// The presets are taken now, so a tree run twice resolves the same way.
 	preset := paths{runDir: env.RunDir, socket: env.Socket, stateDir: env.StateDir}
-	resolve := func(cmd *cobra.Command) { env.resolve(cmd.Flags(), preset) }
+	presetDial, presetConsole := env.Dial, env.Console
+	resolve := func(cmd *cobra.Command) {
+		env.resolve(cmd.Flags(), preset)
+		env.selectDial(cmd.Flags(), rf, presetDial, presetConsole)
+	}
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { resolve(cmd) }
 	chainPreRun(root, resolve)
 	return root

@@ -31,6 +31,24 @@ type Client struct {
 	nc     net.Conn
 	br     *bufio.Reader
 	broken error // why the connection can no longer be used
+
+	// callFn, when set, carries every call instead of the socket (see
+	// NewCallClient); closeFn is then what Close runs.
+	callFn  CallFunc
+	closeFn func() error
+}
+
+// CallFunc answers one LUXI call with the raw JSON result a server would
+// send, or an error (an *ecode.Error for a failure reply).
+type CallFunc func(ctx context.Context, method string, args []any) (json.RawMessage, error)
+
+// NewCallClient makes a Client whose calls go through call instead of a
+// socket, so every helper method and WaitForJob work unchanged over another
+// transport (such as RAPI). Calls are not serialised: call must be safe for
+// concurrent use. closer, if not nil, runs once on the first Close; later
+// calls then return ErrClientClosed.
+func NewCallClient(call CallFunc, closer func() error) *Client {
+	return &Client{callFn: call, closeFn: closer}
 }
 
 // Dial connects to the LUXI socket at path.
@@ -47,8 +65,15 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.broken == nil {
+	first := c.broken == nil
+	if first {
 		c.broken = ErrClientClosed
+	}
+	if c.callFn != nil {
+		if first && c.closeFn != nil {
+			return c.closeFn()
+		}
+		return nil
 	}
 	return c.nc.Close()
 }
@@ -76,6 +101,9 @@ func (c *Client) call(ctx context.Context, method string, args []any) (json.RawM
 	req, err := encodeRequest(method, args)
 	if err != nil {
 		return nil, fmt.Errorf("luxi: encoding %s arguments: %w", method, err)
+	}
+	if c.callFn != nil {
+		return c.callVia(ctx, method, args)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -110,6 +138,20 @@ func (c *Client) call(ctx context.Context, method string, args []any) (json.RawM
 		c.abandon(ctx.Err())
 	}
 	return decodeResponse(msg)
+}
+
+// callVia hands a call to callFn, without holding the lock across it.
+func (c *Client) callVia(ctx context.Context, method string, args []any) (json.RawMessage, error) {
+	c.mu.Lock()
+	broken := c.broken
+	c.mu.Unlock()
+	if broken != nil {
+		return nil, broken
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return c.callFn(ctx, method, args)
 }
 
 // exchange writes a request and reads one reply message.
