@@ -158,10 +158,21 @@ func (lu *nodeRemoveLU) Result() any { return nil }
 type nodeSetParamsLU struct {
 	Node    *config.Node `json:"node"`
 	Changes [][2]any     `json:"changes"`
+	// Etcd is the change of the node's etcd member that goes with a
+	// promotion or demotion (nil: none); EtcdNote is logged instead when
+	// the members are the operator's.
+	Etcd     *etcdPlan `json:"etcd,omitempty"`
+	EtcdNote string    `json:"etcd_note,omitempty"`
 }
 
 func (lu *nodeSetParamsLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
-	reqs := []locking.Request{bgl(locking.Shared)}
+	level := locking.Shared
+	if changesEtcdMembers(p, op) {
+		// One membership change at a time: etcd takes one learner at a
+		// time, and each change's quorum check assumes no other runs.
+		level = locking.Exclusive
+	}
+	reqs := []locking.Request{bgl(level)}
 	if n, ok := p.Cfg.Node(op.Str("node_name")); ok {
 		reqs = append(reqs, nodeLock(locking.Exclusive, n.UUID))
 	}
@@ -253,12 +264,37 @@ func (lu *nodeSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opcodes
 			return ecode.Errorf(ecode.Environ, "Node %s does not answer; it cannot be marked online: %v", n.Name, err)
 		}
 	}
+	plan, note, err := planEtcd(ctx, p, n, upd.MasterCandidate, upd.MasterCandidate != n.MasterCandidate,
+		flags["master_candidate"] != nil, upd.Offline)
+	if err != nil {
+		return err
+	}
+	lu.Etcd, lu.EtcdNote = plan, note
 	lu.Node = upd
 	return nil
 }
 
 func (lu *nodeSetParamsLU) Steps() []Step {
-	return []Step{{"update", func(ctx context.Context, s *StepCtx) error {
+	update := lu.updateStep()
+	switch {
+	case lu.Etcd != nil && lu.Etcd.Action == etcdAdd:
+		// The node is a candidate first: a member half added is reported
+		// by verify against a candidate, and repeating the promotion
+		// finishes it.
+		return append([]Step{update}, lu.etcdAddSteps()...)
+	case lu.Etcd != nil && lu.Etcd.Action == etcdRemove:
+		// The member goes first, so the node never counts towards the
+		// store's quorum once the configuration no longer trusts it.
+		return append(lu.etcdRemoveSteps(), update)
+	}
+	return []Step{update}
+}
+
+func (lu *nodeSetParamsLU) updateStep() Step {
+	return Step{"update", func(ctx context.Context, s *StepCtx) error {
+		if lu.EtcdNote != "" {
+			s.Logf(ctx, "%s", lu.EtcdNote)
+		}
 		if len(lu.Changes) == 0 {
 			return nil
 		}
@@ -270,7 +306,7 @@ func (lu *nodeSetParamsLU) Steps() []Step {
 		cur.Offline, cur.Drained = lu.Node.Offline, lu.Node.Drained
 		s.Tx().PutNode(cur)
 		return nil
-	}}}
+	}}
 }
 
 func (lu *nodeSetParamsLU) Result() any {

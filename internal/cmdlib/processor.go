@@ -103,6 +103,9 @@ type Processor struct {
 	// StoreHealth reports the members of a replicated store (etcd) for
 	// cluster verify; nil for the embedded store.
 	StoreHealth func(ctx context.Context) ([]store.MemberHealth, error)
+	// Etcd changes the members of a store on etcd as master candidates
+	// come and go; nil for the embedded store.
+	Etcd *EtcdMembership
 
 	mu        sync.Mutex
 	recovered map[string]*locking.Held // "job/op" -> locks re-acquired at start-up

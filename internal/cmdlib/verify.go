@@ -52,6 +52,7 @@ func (lu *clusterVerifyLU) Steps() []Step {
 		if s.p.StoreHealth != nil {
 			lu.verifyStore(ctx, s.p)
 		}
+		lu.verifyEtcdMembers(ctx, s.p)
 		for _, n := range s.Cfg().Nodes() {
 			lu.verifyNode(ctx, s.p, n)
 		}

@@ -49,6 +49,10 @@ type Options struct {
 	Store       string
 	EtcdMembers int
 	EtcdBinary  string // default etcdproc.Binary()
+	// ManagedEtcd marks the cluster's etcd members as Corral's: promoting
+	// a node to master candidate then adds a member run by its node
+	// daemon, and demoting it removes that member (etcd store only).
+	ManagedEtcd bool
 	// Masters is how many corrald processes run as master candidates
 	// (default 1; more need the etcd store). They all run on the master's
 	// machine with the master's state files, each with its own run
@@ -164,6 +168,9 @@ func (o *Options) fill() error {
 	}
 	if o.Masters < 1 || o.Masters > maxMasters {
 		return fmt.Errorf("%d masters: a dev cluster runs 1 to %d master candidates", o.Masters, maxMasters)
+	}
+	if o.ManagedEtcd && o.Store != storecfg.BackendEtcd {
+		return errors.New("managed etcd members asked for a cluster on bbolt: add --store etcd")
 	}
 	if o.Masters > 1 && o.Store != storecfg.BackendEtcd {
 		return fmt.Errorf("%d masters asked for a cluster on bbolt: master candidates need --store etcd", o.Masters)
@@ -416,6 +423,9 @@ func upEtcd(ctx context.Context, o Options, l bootstrap.Layout, st *State, host 
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("corrald migrate-store failed (see %s): %w", logPath, err)
+	}
+	if o.ManagedEtcd {
+		return markManaged(l)
 	}
 	return nil
 }

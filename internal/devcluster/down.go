@@ -36,6 +36,7 @@ func Down(ctx context.Context, stateDir string, purge bool, logf func(string, ..
 		logf("Stopping %s (pid %d)", p.Name, p.PID)
 		stop(p.PID, 10*time.Second)
 	}
+	stopNodeMembers(abs, logf)
 	// Instances survive their node daemon on purpose; a dev cluster going
 	// down takes them along.
 	ents, _ := os.ReadDir(abs)

@@ -318,6 +318,7 @@ by side. Needs root. Prints how to reach the cluster.`,
 	up.Flags().DurationVar(&o.WatcherEvery, "watcher-interval", time.Minute, "how often the watcher runs")
 	up.Flags().StringVar(&o.Store, "store", storecfg.BackendBolt, "store backend: bbolt, or etcd on members the dev cluster starts")
 	up.Flags().IntVar(&o.EtcdMembers, "etcd-members", 1, "with --store etcd: how many etcd members to run (1 or 3)")
+	up.Flags().BoolVar(&o.ManagedEtcd, "managed-etcd", false, "with --store etcd: let Corral manage the etcd members, so promoting a node to master candidate adds a member its node daemon runs and demoting removes it")
 	up.Flags().IntVar(&o.Masters, "masters", 1, "with --store etcd: corrald master candidates to run (one is elected; the others stand by)")
 	var purge bool
 	down := &cobra.Command{

@@ -104,6 +104,7 @@ func runCandidate(ctx context.Context, opts Options) error {
 	if h, ok := raw.(store.HealthReporter); ok {
 		d.proc.StoreHealth = h.Health
 	}
+	d.proc.Etcd = etcdMembership(opts, raw, d)
 	serr := d.Serve(life)
 	if ctx.Err() != nil && term.Err() == nil {
 		// Shut down on purpose: let a standby take over at once instead

@@ -21,6 +21,8 @@ const (
 	Console          = "instance_console"
 	TestDelay        = "test_delay"
 	ProcessList      = "hypervisor_processes"
+	EtcdMemberStart  = "etcd_member_start"
+	EtcdMemberStop   = "etcd_member_stop"
 )
 
 // HypervisorProcess is a qemu process found on the node, managed or not.
@@ -215,4 +217,31 @@ type VersionReply struct {
 	Version  string  `json:"version"`
 	Protocol int     `json:"protocol"`
 	Time     float64 `json:"time"`
+}
+
+// EtcdMemberStartArgs asks the node to run an etcd member of the cluster's
+// store, one the master has just added through etcd's cluster API. The
+// member's certificate and key are issued by the cluster CA for this one
+// member (the key travels only over the node RPC's mutual TLS).
+type EtcdMemberStartArgs struct {
+	Name           string `json:"name"`
+	ClientURL      string `json:"client_url"`
+	PeerURL        string `json:"peer_url"`
+	InitialCluster string `json:"initial_cluster"`
+	CertPEM        string `json:"cert_pem"`
+	KeyPEM         string `json:"key_pem"`
+	CAPEM          string `json:"ca_pem"`
+}
+
+// EtcdMemberStartReply names the running member's process.
+type EtcdMemberStartReply struct {
+	PID     int    `json:"pid"`
+	DataDir string `json:"data_dir"`
+}
+
+// EtcdMemberStopArgs asks the node to stop an etcd member the cluster no
+// longer counts, and to delete its data (a removed member can never rejoin
+// on it).
+type EtcdMemberStopArgs struct {
+	Name string `json:"name"`
 }

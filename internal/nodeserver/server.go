@@ -192,6 +192,8 @@ func (s *Server) routes() {
 	handle(s, nodeapi.OSRename, s.osRename)
 	handle(s, nodeapi.OSDiagnose, s.osDiagnose)
 	handle(s, nodeapi.ProcessList, s.hypervisorProcesses)
+	handle(s, nodeapi.EtcdMemberStart, s.etcdMemberStart)
+	handle(s, nodeapi.EtcdMemberStop, s.etcdMemberStop)
 	handle(s, nodeapi.TestDelay, func(ctx context.Context, a nodeapi.DelayArgs) (any, error) {
 		t := time.NewTimer(time.Duration(a.Duration * float64(time.Second)))
 		defer t.Stop()

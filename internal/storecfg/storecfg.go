@@ -64,6 +64,31 @@ type Config struct {
 	CertFile string `json:"cert_file,omitempty"`
 	KeyFile  string `json:"key_file,omitempty"`
 	CAFile   string `json:"ca_file,omitempty"`
+	// Managed, when set, says Corral runs this cluster's etcd members:
+	// promoting a node to master candidate adds a member on it, and
+	// demoting one removes it. Without it the members are the operator's
+	// and are never touched.
+	Managed *ManagedMembers `json:"managed_members,omitempty"`
+}
+
+// ManagedMembers describes the members a node daemon runs for a cluster
+// whose etcd membership follows the master candidates: each listens on
+// its node's primary IP at these ports and is named after its node.
+type ManagedMembers struct {
+	ClientPort int `json:"client_port"`
+	PeerPort   int `json:"peer_port"`
+}
+
+func (m *ManagedMembers) validate() error {
+	for _, p := range []int{m.ClientPort, m.PeerPort} {
+		if p < 1 || p > 65535 {
+			return fmt.Errorf("store record: managed etcd member port %d out of range", p)
+		}
+	}
+	if m.ClientPort == m.PeerPort {
+		return errors.New("store record: managed etcd members need different client and peer ports")
+	}
+	return nil
 }
 
 // Bolt is the configuration of a cluster on the embedded store.
@@ -137,7 +162,7 @@ func Save(masterDir string, c Config) error {
 func (c Config) Validate() error {
 	switch c.Backend {
 	case BackendBolt:
-		if len(c.Endpoints) > 0 || c.Prefix != "" || c.CertFile != "" || c.KeyFile != "" || c.CAFile != "" {
+		if len(c.Endpoints) > 0 || c.Prefix != "" || c.CertFile != "" || c.KeyFile != "" || c.CAFile != "" || c.Managed != nil {
 			return errors.New("store record: the bbolt backend takes no etcd settings")
 		}
 		return nil
@@ -177,6 +202,15 @@ func (c Config) Validate() error {
 		return errors.New("store record: https etcd endpoints need the client certificate, key and CA files")
 	case secure == 0 && files != 0:
 		return errors.New("store record: TLS files given for plain http etcd endpoints")
+	}
+	if c.Managed != nil {
+		if secure == 0 {
+			// The members Corral starts always use the cluster CA.
+			return errors.New("store record: managed etcd members need https endpoints")
+		}
+		if err := c.Managed.validate(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

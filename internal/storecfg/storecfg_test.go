@@ -42,6 +42,13 @@ func TestParse(t *testing.T) {
 		{name: "prefix empty element", in: `{"backend":"etcd","endpoints":["http://a:1"],"prefix":"/corral//x/"}`, err: "empty or dot"},
 		{name: "prefix dotdot", in: `{"backend":"etcd","endpoints":["http://a:1"],"prefix":"/corral/../"}`, err: "empty or dot"},
 		{name: "prefix space", in: `{"backend":"etcd","endpoints":["http://a:1"],"prefix":"/a b/"}`, err: "spaces"},
+		{name: "managed", in: `{"backend":"etcd","endpoints":["https://a:1"],"prefix":"/x/","cert_file":"c","key_file":"k","ca_file":"a","managed_members":{"client_port":2379,"peer_port":2380}}`,
+			want: Config{Backend: BackendEtcd, Endpoints: []string{"https://a:1"}, Prefix: "/x/", CertFile: "c", KeyFile: "k", CAFile: "a",
+				Managed: &ManagedMembers{ClientPort: 2379, PeerPort: 2380}}},
+		{name: "managed over http", in: `{"backend":"etcd","endpoints":["http://a:1"],"prefix":"/x/","managed_members":{"client_port":2379,"peer_port":2380}}`, err: "need https"},
+		{name: "managed same ports", in: `{"backend":"etcd","endpoints":["https://a:1"],"prefix":"/x/","cert_file":"c","key_file":"k","ca_file":"a","managed_members":{"client_port":2379,"peer_port":2379}}`, err: "different"},
+		{name: "managed no ports", in: `{"backend":"etcd","endpoints":["https://a:1"],"prefix":"/x/","cert_file":"c","key_file":"k","ca_file":"a","managed_members":{}}`, err: "out of range"},
+		{name: "managed bbolt", in: `{"backend":"bbolt","managed_members":{"client_port":1,"peer_port":2}}`, err: "no etcd settings"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Parse([]byte(tc.in))
@@ -149,6 +156,8 @@ func FuzzParse(f *testing.F) {
 		`{"backend":"etcd","endpoints":["http://127.0.0.1:2379","http://127.0.0.2:2379"],"prefix":"/a/b/"}`,
 		`{"backend":"etcd","endpoints":["http://[::1]:1"],"prefix":"/x/"}`,
 		`{}`, `null`, `[]`, `{"backend":"etcd","endpoints":null}`,
+		`{"backend":"etcd","endpoints":["https://a:1"],"prefix":"/x/","cert_file":"c","key_file":"k","ca_file":"a","managed_members":{"client_port":2379,"peer_port":2380}}`,
+		`{"backend":"etcd","endpoints":["https://a:1"],"prefix":"/x/","cert_file":"c","key_file":"k","ca_file":"a","managed_members":null}`,
 	} {
 		f.Add([]byte(s))
 	}
