@@ -77,7 +77,10 @@ func forwardTLS(stateDir string) (server, client *tls.Config, err error) {
 	if role, ok := pki.RoleOf(certs[0]); !ok || role != pki.RoleMaster {
 		return nil, nil, fmt.Errorf("forwarding: %s is not a master certificate (role %q)", filepath.Join(stateDir, FileMasterCert), role)
 	}
-	if server, err = pki.ServerTLSConfig(certPEM, keyPEM, caPEM, pki.RoleMaster, pki.RoleMasterCandidate); err != nil {
+	// Only the master role may call in: every candidate holds the master
+	// certificate, while master-candidate certificates are also what etcd
+	// members run with, and an etcd member must not be able to submit jobs.
+	if server, err = pki.ServerTLSConfig(certPEM, keyPEM, caPEM, pki.RoleMaster); err != nil {
 		return nil, nil, fmt.Errorf("forwarding: %w", err)
 	}
 	if client, err = pki.ClientTLSConfig(certPEM, keyPEM, caPEM, name, pki.RoleMaster); err != nil {

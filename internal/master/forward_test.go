@@ -282,7 +282,7 @@ func TestForwardListenerChecksClientCertificates(t *testing.T) {
 		ok    bool
 	}{
 		{"master of the cluster CA", ca, pki.RoleMaster, false, true},
-		{"master candidate of the cluster CA", ca, pki.RoleMasterCandidate, false, true},
+		{"master candidate of the cluster CA (as etcd members hold)", ca, pki.RoleMasterCandidate, false, false},
 		{"node of the cluster CA", ca, pki.RoleNode, false, false},
 		{"rapi of the cluster CA", ca, pki.RoleRAPI, false, false},
 		{"master of another CA", foreign, pki.RoleMaster, false, false},
