@@ -381,6 +381,36 @@ func TestRAPIWithGanetiClient(t *testing.T) {
 		t.Errorf("LUXI after SetNodeRole: %v, err %v", rows, err)
 	}
 
+	// CancelJob: a job that depends on a long delay job stays waiting, so
+	// the cancel must take effect; an unknown job is 404.
+	luxiC := c.dial()
+	defer luxiC.Close()
+	holder, err := luxiC.SubmitJob(ctx, []any{map[string]any{"OP_ID": "OP_TEST_DELAY", "duration": 30, "no_locks": false, "interruptible": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim, err := luxiC.SubmitJob(ctx, []any{map[string]any{"OP_ID": "OP_TEST_DELAY", "duration": 0,
+		"depends": []any{[]any{holder, []any{"success"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cj := s.py(t, "cancel", strconv.FormatInt(victim, 10))
+	if r, _ := cj["result"].([]any); len(r) != 2 || r[0] != true {
+		t.Errorf("CancelJob answer %v, want [true, message]", cj["result"])
+	}
+	if cj["canceled"] != "canceled" {
+		t.Errorf("CancelJob: job %d is %v, want canceled (%v)", victim, cj["canceled"], cj)
+	}
+	if m, _ := cj["missing"].(map[string]any); m == nil || m["code"] != float64(404) {
+		t.Errorf("GetJobStatus of an unknown job: %v, want 404", cj["missing"])
+	}
+	if rows, err := luxiC.QueryJobs(ctx, []int64{victim}, []string{"status"}); err != nil || rows[0][0] != "canceled" {
+		t.Errorf("LUXI after CancelJob: %v, err %v", rows, err)
+	}
+	if ok, msg, err := luxiC.CancelJob(ctx, holder, true); err != nil || !ok {
+		t.Errorf("cancelling the lock holder: %v %q %v", ok, msg, err)
+	}
+
 	mustOK("delete", s.py(t, "delete", "web2"))
 	if rows, err := c.luxi.QueryInstances(ctx, nil, []string{"name"}, false); err != nil || len(rows) != 0 {
 		t.Fatalf("after delete: instances %v, err %v", rows, err)

@@ -166,6 +166,12 @@ def main():
         change = c.WaitForJobChange(job, ["status"], None, None)
         out = wait(c, job)
         out["change"] = change
+    elif step == "cancel":
+        job = int(args[0])
+        out = {"result": c.CancelJob(job)}
+        c.WaitForJobCompletion(job, period=0.2, retries=300)
+        out["canceled"] = c.GetJobStatus(job)["status"]
+        out["missing"] = api_error(lambda: c.GetJobStatus(999999))
     elif step == "delete":
         out = wait(c, c.DeleteInstance(args[0]))
     elif step == "denied":
