@@ -5,13 +5,13 @@ import (
 	"net/http"
 )
 
-// groupFields is Ganeti's G_FIELDS; groupFieldsAbsent are answered as null
-// until corrald computes them.
+// groupFields is Ganeti's G_FIELDS; groupFieldsAbsent lists those answered
+// as null until corrald computes them (none today).
 var (
 	groupFields = []string{"alloc_policy", "name", "node_cnt", "node_list", "ipolicy", "custom_ipolicy",
 		"diskparams", "custom_diskparams", "ndparams", "custom_ndparams", "ctime", "mtime", "uuid",
 		"serial_no", "tags"}
-	groupFieldsAbsent = map[string]bool{"custom_ipolicy": true, "custom_diskparams": true}
+	groupFieldsAbsent = map[string]bool{}
 )
 
 // groups is the /2/groups collection (its list keys names by "name").

@@ -55,7 +55,7 @@ func newFakeBackend() *fakeBackend {
 		groups: map[string]map[string]any{"default": {
 			"alloc_policy": "preferred", "name": "default", "node_cnt": 1.0, "node_list": []any{"node1"},
 			"ipolicy": map[string]any{}, "diskparams": map[string]any{}, "ndparams": map[string]any{},
-			"custom_ndparams": map[string]any{}, "ctime": 1.0, "mtime": 1.0, "uuid": "u-group", "serial_no": 1.0, "tags": []any{},
+			"custom_ndparams": map[string]any{}, "custom_ipolicy": map[string]any{}, "custom_diskparams": map[string]any{}, "ctime": 1.0, "mtime": 1.0, "uuid": "u-group", "serial_no": 1.0, "tags": []any{},
 		}},
 		jobs:    map[int64]map[string]any{7: job},
 		nextJob: 100,

@@ -120,7 +120,7 @@ func TestRoutes(t *testing.T) {
 		{"reinstall mixed", "POST", "/2/instances/web1/reinstall?os=x", `{"os":"noop"}`, asAdmin, 400, `combine`, ""},
 		{"reinstall bad key", "POST", "/2/instances/web1/reinstall", `{"bogus":1}`, asAdmin, 400, `bogus`, ""},
 		{"groups", "GET", "/2/groups", "", nil, 200, `[{"name":"default","uri":"/2/groups/default"}]`, ""},
-		{"groups bulk", "GET", "/2/groups?bulk=1", "", nil, 200, `"custom_ipolicy":null`, ""},
+		{"groups bulk", "GET", "/2/groups?bulk=1", "", nil, 200, `"custom_ipolicy":{}`, ""},
 		{"group", "GET", "/2/groups/default", "", nil, 200, `"alloc_policy":"preferred"`, ""},
 		{"group missing", "GET", "/2/groups/nope", "", nil, 404, ``, ""},
 		{"group add", "POST", "/2/groups", `{"group_name":"g"}`, asAdmin, 200, `101`, "OP_GROUP_ADD"},
