@@ -2,10 +2,7 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -48,8 +45,8 @@ func groupField(name string) fieldDef {
 }
 
 // groupInfoFields are what `group info` shows, with their labels.
-func groupInfoFields() []struct{ field, label string } {
-	return []struct{ field, label string }{
+func groupInfoFields() []infoField {
+	return []infoField{
 		{"uuid", "UUID"},
 		{"alloc_policy", "allocation policy"},
 		{"node_cnt", "number of nodes"},
@@ -102,38 +99,7 @@ func (a *app) groupInfoCmd() *cobra.Command {
 		Short:   "Show everything about node groups",
 		Long:    "Show every field of the named node groups (all groups without names), one per line.",
 		Example: "  corral group info default",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			infoFields := groupInfoFields()
-			fields := []string{"name"}
-			for _, f := range infoFields {
-				fields = append(fields, f.field)
-			}
-			ctx := cmd.Context()
-			return a.env.withClient(ctx, func(c *luxi.Client) error {
-				rows, err := queryGroups(ctx, c, args, fields)
-				if err != nil {
-					return err
-				}
-				f := &formatter{units: "h", loc: a.env.loc()}
-				var b strings.Builder
-				for _, row := range rows {
-					if len(row) != len(fields) {
-						return fmt.Errorf("malformed answer: %d values for %d fields", len(row), len(fields))
-					}
-					line(&b, "", "Node group: "+f.cell(kindText, row[0]))
-					for i, fi := range infoFields {
-						v := row[i+1]
-						if k := groupField(fi.field).kind; v != nil && k == kindTime {
-							line(&b, "  ", fi.label+": "+f.cell(k, v))
-							continue
-						}
-						f.readable(&b, "  ", fi.label, v)
-					}
-				}
-				_, err = io.WriteString(cmd.OutOrStdout(), b.String())
-				return err
-			})
-		},
+		RunE:    a.infoRun("Node group", groupInfoFields(), groupField, queryGroups),
 	}
 }
 
@@ -215,49 +181,41 @@ func (g *groupParamFlags) fill(cmd *cobra.Command, op map[string]any, allowReset
 }
 
 func (a *app) groupAddCmd() *cobra.Command {
-	var o jobOpts
 	var pf groupParamFlags
-	cmd := &cobra.Command{
+	cmd := a.jobCmd(&cobra.Command{
 		Use:   "add NAME",
 		Short: "Add a node group",
 		Long: `Add an empty node group (OP_GROUP_ADD). Move nodes into it with
 "corral group assign-nodes", or add new nodes to it with "corral node add -g".`,
 		Example: "  corral group add rack2\n  corral group add rack3 --alloc-policy last_resort -N ssh_port=2222",
 		Args:    exactArgs(1, "the group name"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			op := map[string]any{"OP_ID": "OP_GROUP_ADD", "group_name": args[0]}
-			if _, err := pf.fill(cmd, op, false); err != nil {
-				return err
-			}
-			return a.runJob(cmd, &o, op, nil)
-		},
-	}
-	addJobFlags(cmd, &o, true)
+	}, func(cmd *cobra.Command, args []string) (map[string]any, resultPrinter, error) {
+		op := map[string]any{"OP_ID": "OP_GROUP_ADD", "group_name": args[0]}
+		if _, err := pf.fill(cmd, op, false); err != nil {
+			return nil, nil, err
+		}
+		return op, nil, nil
+	})
 	pf.add(cmd, false)
 	return cmd
 }
 
 func (a *app) groupRemoveCmd() *cobra.Command {
-	var o jobOpts
-	cmd := &cobra.Command{
+	return a.jobCmd(&cobra.Command{
 		Use:     "remove NAME",
 		Aliases: []string{"rm"},
 		Short:   "Remove an empty node group",
 		Long:    "Remove a node group (OP_GROUP_REMOVE). It must hold no nodes, and it cannot be the last group.",
 		Example: "  corral group remove rack2",
 		Args:    exactArgs(1, "the group name"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.runJob(cmd, &o, map[string]any{"OP_ID": "OP_GROUP_REMOVE", "group_name": args[0]}, nil)
-		},
-	}
-	addJobFlags(cmd, &o, true)
-	return cmd
+	}, fixedJob(func(args []string) map[string]any {
+		return map[string]any{"OP_ID": "OP_GROUP_REMOVE", "group_name": args[0]}
+	}))
 }
 
 func (a *app) groupModifyCmd() *cobra.Command {
-	var o jobOpts
 	var pf groupParamFlags
-	cmd := &cobra.Command{
+	cmd := a.jobCmd(&cobra.Command{
 		Use:   "modify NAME",
 		Short: "Change a node group's parameters",
 		Long: `Change a node group's parameters (OP_GROUP_SET_PARAMS) and print what
@@ -265,43 +223,36 @@ changed, as " - param -> value" lines. Node and disk parameters are merged
 into the group's own: "-key" removes one, so the cluster default applies.`,
 		Example: "  corral group modify rack2 --alloc-policy unallocable\n  corral group modify rack2 -N ssh_port=22,-spindle_count",
 		Args:    exactArgs(1, "the group name"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			op := map[string]any{"OP_ID": "OP_GROUP_SET_PARAMS", "group_name": args[0]}
-			given, err := pf.fill(cmd, op, true)
-			if err != nil {
-				return err
-			}
-			if !given {
-				return usagef("give at least one parameter to change")
-			}
-			return a.runJob(cmd, &o, op, changesPrinter("node group", args[0]))
-		},
-	}
-	addJobFlags(cmd, &o, true)
+	}, func(cmd *cobra.Command, args []string) (map[string]any, resultPrinter, error) {
+		op := map[string]any{"OP_ID": "OP_GROUP_SET_PARAMS", "group_name": args[0]}
+		given, err := pf.fill(cmd, op, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !given {
+			return nil, nil, usagef("give at least one parameter to change")
+		}
+		return op, changesPrinter("node group", args[0]), nil
+	})
 	pf.add(cmd, true)
 	return cmd
 }
 
 func (a *app) groupRenameCmd() *cobra.Command {
-	var o jobOpts
-	cmd := &cobra.Command{
+	return a.jobCmd(&cobra.Command{
 		Use:     "rename NAME NEW_NAME",
 		Short:   "Rename a node group",
 		Long:    "Rename a node group (OP_GROUP_RENAME). Its nodes stay in it.",
 		Example: "  corral group rename rack2 rack-b",
 		Args:    exactArgs(2, "the group name and the new name"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.runJob(cmd, &o, map[string]any{"OP_ID": "OP_GROUP_RENAME", "group_name": args[0], "new_name": args[1]}, nil)
-		},
-	}
-	addJobFlags(cmd, &o, true)
-	return cmd
+	}, fixedJob(func(args []string) map[string]any {
+		return map[string]any{"OP_ID": "OP_GROUP_RENAME", "group_name": args[0], "new_name": args[1]}
+	}))
 }
 
 func (a *app) groupAssignNodesCmd() *cobra.Command {
-	var o jobOpts
 	var force bool
-	cmd := &cobra.Command{
+	cmd := a.jobCmd(&cobra.Command{
 		Use:   "assign-nodes GROUP NODE...",
 		Short: "Move nodes into a node group",
 		Long: `Move nodes into a node group (OP_GROUP_ASSIGN_NODES). A move that would
@@ -313,19 +264,17 @@ leave an instance with its nodes in different groups needs --force.`,
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			nodes := make([]any, 0, len(args)-1)
-			for _, n := range args[1:] {
-				nodes = append(nodes, n)
-			}
-			op := map[string]any{"OP_ID": "OP_GROUP_ASSIGN_NODES", "group_name": args[0], "nodes": nodes}
-			if force {
-				op["force"] = true
-			}
-			return a.runJob(cmd, &o, op, nil)
-		},
-	}
-	addJobFlags(cmd, &o, true)
+	}, func(_ *cobra.Command, args []string) (map[string]any, resultPrinter, error) {
+		nodes := make([]any, 0, len(args)-1)
+		for _, n := range args[1:] {
+			nodes = append(nodes, n)
+		}
+		op := map[string]any{"OP_ID": "OP_GROUP_ASSIGN_NODES", "group_name": args[0], "nodes": nodes}
+		if force {
+			op["force"] = true
+		}
+		return op, nil, nil
+	})
 	cmd.Flags().BoolVar(&force, "force", false, "move the nodes even if instances get split between groups")
 	return cmd
 }

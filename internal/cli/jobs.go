@@ -102,6 +102,33 @@ func (a *app) runJob(cmd *cobra.Command, o *jobOpts, op map[string]any, print re
 	})
 }
 
+// jobBuild makes the opcode of a one-job command from its flags and
+// arguments, with the printer of its result (nil prints nothing).
+type jobBuild func(cmd *cobra.Command, args []string) (map[string]any, resultPrinter, error)
+
+// jobCmd completes cmd as a command whose whole work is one job: it adds the
+// job flags (--submit, --dry-run, ...) and runs the opcode build makes.
+func (a *app) jobCmd(cmd *cobra.Command, build jobBuild) *cobra.Command {
+	var o jobOpts
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		op, print, err := build(cmd, args)
+		if err != nil {
+			return err
+		}
+		return a.runJob(cmd, &o, op, print)
+	}
+	addJobFlags(cmd, &o, true)
+	return cmd
+}
+
+// fixedJob is the jobBuild of a command with no flags of its own: op makes
+// the opcode from the arguments alone.
+func fixedJob(op func(args []string) map[string]any) jobBuild {
+	return func(_ *cobra.Command, args []string) (map[string]any, resultPrinter, error) {
+		return op(args), nil, nil
+	}
+}
+
 // follow waits for job id to end, printing its log entries as they come,
 // (unless quiet) and returns its final status and per-opcode results. The error is the
 // job's failure (see luxi.WaitForJob) or an interruption.

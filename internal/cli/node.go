@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,8 +18,8 @@ func defaultNodeFields() []string {
 }
 
 // nodeInfoFields are what `node info` shows, with their labels.
-func nodeInfoFields() []struct{ field, label string } {
-	return []struct{ field, label string }{
+func nodeInfoFields() []infoField {
+	return []infoField{
 		{"uuid", "UUID"},
 		{"pip", "primary ip"},
 		{"sip", "secondary ip"},
@@ -55,6 +54,10 @@ func newNodeCmd(a *app) *cobra.Command {
 	return c
 }
 
+func queryNodes(ctx context.Context, c *luxi.Client, names, fields []string) ([][]any, error) {
+	return c.QueryNodes(ctx, names, fields, false)
+}
+
 func (a *app) nodeListCmd() *cobra.Command {
 	var o listOpts
 	cmd := &cobra.Command{
@@ -70,9 +73,7 @@ master_capable, vm_capable, offline, drained, mtotal, mnode, mfree, dtotal,
 dfree, ctotal, pinst_cnt, pinst_list, sinst_cnt, sinst_list, ndparams, tags,
 ctime, mtime, serial_no.`,
 		Example: "  corral node list\n  corral node list -o name,pip,role --no-headers\n  corral node list -o +pip --separator :",
-		RunE: a.listRun(&o, defaultNodeFields(), nodeField, func(ctx context.Context, c *luxi.Client, names, fields []string) ([][]any, error) {
-			return c.QueryNodes(ctx, names, fields, false)
-		}),
+		RunE:    a.listRun(&o, defaultNodeFields(), nodeField, queryNodes),
 	}
 	addListFlags(cmd, &o, defaultNodeFields(), true)
 	return cmd
@@ -84,152 +85,127 @@ func (a *app) nodeInfoCmd() *cobra.Command {
 		Short:   "Show everything about nodes",
 		Long:    "Show every field of the named nodes (all nodes without names), one per line.",
 		Example: "  corral node info node1",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			infoFields := nodeInfoFields()
-			fields := []string{"name"}
-			for _, f := range infoFields {
-				fields = append(fields, f.field)
-			}
-			ctx := cmd.Context()
-			return a.env.withClient(ctx, func(c *luxi.Client) error {
-				rows, err := c.QueryNodes(ctx, args, fields, false)
-				if err != nil {
-					return err
-				}
-				f := &formatter{units: "h", loc: a.env.loc()}
-				var b strings.Builder
-				for _, row := range rows {
-					if len(row) != len(fields) {
-						return fmt.Errorf("malformed answer: %d values for %d fields", len(row), len(fields))
-					}
-					line(&b, "", "Node name: "+f.cell(kindText, row[0]))
-					for i, fi := range infoFields {
-						v := row[i+1]
-						switch k := nodeField(fi.field).kind; {
-						case v != nil && (k == kindUnit || k == kindTime):
-							line(&b, "  ", fi.label+": "+f.cell(k, v))
-						default:
-							f.readable(&b, "  ", fi.label, v)
-						}
-					}
-				}
-				_, err = io.WriteString(cmd.OutOrStdout(), b.String())
-				return err
-			})
-		},
+		RunE:    a.infoRun("Node name", nodeInfoFields(), nodeField, queryNodes),
 	}
 }
 
+// yesNoFlag is a flag that takes yes or no and, when given, sets a boolean
+// opcode parameter.
+type yesNoFlag struct{ flag, param, usage, val string }
+
+// yesNoFlags are the yes/no flags of one command. The methods share the
+// backing array, so add and fill see the same values.
+type yesNoFlags []yesNoFlag
+
+func (fs yesNoFlags) add(cmd *cobra.Command) {
+	for i := range fs {
+		cmd.Flags().StringVar(&fs[i].val, fs[i].flag, "", fs[i].usage)
+	}
+}
+
+// fill sets op's parameters of the flags given; it reports whether any was.
+func (fs yesNoFlags) fill(cmd *cobra.Command, op map[string]any) (bool, error) {
+	given := false
+	for _, f := range fs {
+		if !cmd.Flags().Changed(f.flag) {
+			continue
+		}
+		b, err := parseYesNo(f.flag, f.val)
+		if err != nil {
+			return false, err
+		}
+		op[f.param] = b
+		given = true
+	}
+	return given, nil
+}
+
 func (a *app) nodeAddCmd() *cobra.Command {
-	var o jobOpts
-	var ip, sip, group, masterCapable, vmCapable string
-	cmd := &cobra.Command{
+	var ip, sip, group string
+	yn := yesNoFlags{
+		{flag: "master-capable", param: "master_capable", usage: "yes|no: whether the node may become a master candidate"},
+		{flag: "vm-capable", param: "vm_capable", usage: "yes|no: whether the node may run instances"},
+	}
+	cmd := a.jobCmd(&cobra.Command{
 		Use:   "add NAME",
 		Short: "Add a node that has joined with a token",
 		Long: `Add a node to the cluster (OP_NODE_ADD). The node must first have joined with
 a token from "corral node join-token", which gave it its certificate.`,
 		Example: "  corral node add node2 --ip 192.0.2.12\n  corral node add node3 --ip 192.0.2.13 --vm-capable no",
 		Args:    exactArgs(1, "the node name"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			op := map[string]any{"OP_ID": "OP_NODE_ADD", "node_name": args[0]}
-			fl := cmd.Flags()
-			if fl.Changed("ip") {
-				op["primary_ip"] = ip
-			}
-			if fl.Changed("secondary-ip") {
-				op["secondary_ip"] = sip
-			}
-			if fl.Changed("group") {
-				op["group"] = group
-			}
-			for _, yn := range []struct{ flag, param, val string }{
-				{"master-capable", "master_capable", masterCapable},
-				{"vm-capable", "vm_capable", vmCapable},
-			} {
-				if fl.Changed(yn.flag) {
-					b, err := parseYesNo(yn.flag, yn.val)
-					if err != nil {
-						return err
-					}
-					op[yn.param] = b
-				}
-			}
-			return a.runJob(cmd, &o, op, nil)
-		},
-	}
-	addJobFlags(cmd, &o, true)
+	}, func(cmd *cobra.Command, args []string) (map[string]any, resultPrinter, error) {
+		op := map[string]any{"OP_ID": "OP_NODE_ADD", "node_name": args[0]}
+		fl := cmd.Flags()
+		if fl.Changed("ip") {
+			op["primary_ip"] = ip
+		}
+		if fl.Changed("secondary-ip") {
+			op["secondary_ip"] = sip
+		}
+		if fl.Changed("group") {
+			op["group"] = group
+		}
+		if _, err := yn.fill(cmd, op); err != nil {
+			return nil, nil, err
+		}
+		return op, nil, nil
+	})
 	f := cmd.Flags()
 	f.StringVar(&ip, "ip", "", "the node's primary IP address")
 	f.StringVar(&sip, "secondary-ip", "", "the node's secondary (replication) IP address")
 	f.StringVarP(&group, "group", "g", "", "node group to put the node in (default: the default group)")
-	f.StringVar(&masterCapable, "master-capable", "", "yes|no: whether the node may become a master candidate")
-	f.StringVar(&vmCapable, "vm-capable", "", "yes|no: whether the node may run instances")
+	yn.add(cmd)
 	return cmd
 }
 
 func (a *app) nodeRemoveCmd() *cobra.Command {
-	var o jobOpts
-	cmd := &cobra.Command{
+	return a.jobCmd(&cobra.Command{
 		Use:     "remove NAME",
 		Aliases: []string{"rm"},
 		Short:   "Remove a node from the cluster",
 		Long:    "Remove a node from the cluster (OP_NODE_REMOVE). It must hold no instances.",
 		Example: "  corral node remove node3",
 		Args:    exactArgs(1, "the node name"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.runJob(cmd, &o, map[string]any{"OP_ID": "OP_NODE_REMOVE", "node_name": args[0]}, nil)
-		},
-	}
-	addJobFlags(cmd, &o, true)
-	return cmd
+	}, fixedJob(func(args []string) map[string]any {
+		return map[string]any{"OP_ID": "OP_NODE_REMOVE", "node_name": args[0]}
+	}))
 }
 
 func (a *app) nodeModifyCmd() *cobra.Command {
-	var o jobOpts
 	var force, autoPromote bool
-	flags := []struct{ flag, param, usage string }{
-		{"master-candidate", "master_candidate", "yes|no: make the node a master candidate, or demote it"},
-		{"offline", "offline", "yes|no: mark the node offline (unreachable, ignored) or back online"},
-		{"drained", "drained", "yes|no: drain the node (no new instances) or undrain it"},
-		{"master-capable", "master_capable", "yes|no: whether the node may become a master candidate"},
-		{"vm-capable", "vm_capable", "yes|no: whether the node may run instances"},
+	yn := yesNoFlags{
+		{flag: "master-candidate", param: "master_candidate", usage: "yes|no: make the node a master candidate, or demote it"},
+		{flag: "offline", param: "offline", usage: "yes|no: mark the node offline (unreachable, ignored) or back online"},
+		{flag: "drained", param: "drained", usage: "yes|no: drain the node (no new instances) or undrain it"},
+		{flag: "master-capable", param: "master_capable", usage: "yes|no: whether the node may become a master candidate"},
+		{flag: "vm-capable", param: "vm_capable", usage: "yes|no: whether the node may run instances"},
 	}
-	vals := make([]string, len(flags))
-	cmd := &cobra.Command{
+	cmd := a.jobCmd(&cobra.Command{
 		Use:   "modify NAME",
 		Short: "Change a node's flags",
 		Long: `Change a node's flags (OP_NODE_SET_PARAMS) and print what changed, as
 " - param -> value" lines.`,
 		Example: "  corral node modify node2 --drained yes\n  corral node modify node2 --offline no --master-candidate yes",
 		Args:    exactArgs(1, "the node name"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			op := map[string]any{"OP_ID": "OP_NODE_SET_PARAMS", "node_name": args[0]}
-			for i, fl := range flags {
-				if cmd.Flags().Changed(fl.flag) {
-					b, err := parseYesNo(fl.flag, vals[i])
-					if err != nil {
-						return err
-					}
-					op[fl.param] = b
-				}
-			}
-			if len(op) == 2 {
-				return usagef("give at least one flag to change")
-			}
-			if force {
-				op["force"] = true
-			}
-			if autoPromote {
-				op["auto_promote"] = true
-			}
-			return a.runJob(cmd, &o, op, changesPrinter("node", args[0]))
-		},
-	}
-	addJobFlags(cmd, &o, true)
+	}, func(cmd *cobra.Command, args []string) (map[string]any, resultPrinter, error) {
+		op := map[string]any{"OP_ID": "OP_NODE_SET_PARAMS", "node_name": args[0]}
+		given, err := yn.fill(cmd, op)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !given {
+			return nil, nil, usagef("give at least one flag to change")
+		}
+		if force {
+			op["force"] = true
+		}
+		if autoPromote {
+			op["auto_promote"] = true
+		}
+		return op, changesPrinter("node", args[0]), nil
+	})
+	yn.add(cmd)
 	f := cmd.Flags()
-	for i, fl := range flags {
-		f.StringVar(&vals[i], fl.flag, "", fl.usage)
-	}
 	f.BoolVarP(&force, "force", "f", false, "force the change (e.g. demoting the last master candidates)")
 	f.BoolVar(&autoPromote, "auto-promote", false, "promote other nodes to keep the candidate pool full")
 	return cmd

@@ -18,15 +18,21 @@ type statusKey struct{}
 //	corral ARGS...  run the CLI in-process (CORRAL_SOCKET points at the fake)
 //	status N        check the exit status of the last corral command
 func TestScripts(t *testing.T) {
+	runScripts(t, "testdata/script", (*fakeMaster).addGroups)
+}
+
+// runScripts runs the scenarios in dir, each against a fresh fake master
+// that prepare completes, with the commands corral and status.
+func runScripts(t *testing.T, dir string, prepare func(*fakeMaster)) {
 	testscript.Run(t, testscript.Params{
-		Dir: "testdata/script",
+		Dir: dir,
 		Setup: func(e *testscript.Env) error {
 			f, stop, err := startFake(context.Background())
 			if err != nil {
 				return err
 			}
 			e.Defer(stop)
-			f.addGroups()
+			prepare(f)
 			e.Setenv(EnvSocket, f.sock)
 			e.Values[statusKey{}] = new(int)
 			return nil

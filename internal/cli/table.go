@@ -477,3 +477,44 @@ func (a *app) listRun(o *listOpts, defaults []string, defs fieldTable, query que
 		})
 	}
 }
+
+// infoField is one line of an info command: the field to query and its label.
+type infoField struct{ field, label string }
+
+// infoRun is the body the info commands share: query the name and every
+// field of the objects named (all without names), then print each object as
+// a title line followed by one indented line per field. Sizes and times go
+// through the table formatter so they read as in the list commands.
+func (a *app) infoRun(title string, infoFields []infoField, defs fieldTable, query queryRows) func(cmd *cobra.Command, args []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		fields := []string{"name"}
+		for _, f := range infoFields {
+			fields = append(fields, f.field)
+		}
+		ctx := cmd.Context()
+		return a.env.withClient(ctx, func(c *luxi.Client) error {
+			rows, err := query(ctx, c, args, fields)
+			if err != nil {
+				return err
+			}
+			f := &formatter{units: "h", loc: a.env.loc()}
+			var b strings.Builder
+			for _, row := range rows {
+				if len(row) != len(fields) {
+					return fmt.Errorf("malformed answer: %d values for %d fields", len(row), len(fields))
+				}
+				line(&b, "", title+": "+f.cell(kindText, row[0]))
+				for i, fi := range infoFields {
+					v := row[i+1]
+					if k := defs(fi.field).kind; v != nil && (k == kindUnit || k == kindTime) {
+						line(&b, "  ", fi.label+": "+f.cell(k, v))
+						continue
+					}
+					f.readable(&b, "  ", fi.label, v)
+				}
+			}
+			_, err = io.WriteString(cmd.OutOrStdout(), b.String())
+			return err
+		})
+	}
+}

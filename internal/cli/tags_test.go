@@ -4,13 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/opcodes"
@@ -134,50 +130,7 @@ func (ft *fakeTags) outcome(op map[string]any) jobOutcome {
 // TestTagScripts runs the tag scenarios in testdata/tags against a fake
 // master that keeps tags (the shared scripts' master does not).
 func TestTagScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
-		Dir: "testdata/tags",
-		Setup: func(e *testscript.Env) error {
-			f, stop, err := startFake(context.Background())
-			if err != nil {
-				return err
-			}
-			withTags(f)
-			e.Defer(stop)
-			e.Setenv(EnvSocket, f.sock)
-			e.Values[statusKey{}] = new(int)
-			return nil
-		},
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"corral": func(ts *testscript.TestScript, neg bool, args []string) {
-				env := &Env{
-					Stdout:     ts.Stdout(),
-					Stderr:     ts.Stderr(),
-					Getenv:     ts.Getenv,
-					Now:        func() time.Time { return time.Unix(fakeEpoch, 0) },
-					Location:   time.UTC,
-					IsTerminal: func(any) bool { return false },
-				}
-				code := Execute(context.Background(), NewRoot(env, nil, nil), args)
-				*ts.Value(statusKey{}).(*int) = code
-				switch {
-				case code != 0 && !neg:
-					ts.Fatalf("corral %q: exit status %d", args, code)
-				case code == 0 && neg:
-					ts.Fatalf("corral %q: unexpected success", args)
-				}
-			},
-			"status": func(ts *testscript.TestScript, neg bool, args []string) {
-				if neg || len(args) != 1 {
-					ts.Fatalf("usage: status N")
-				}
-				want, err := strconv.Atoi(args[0])
-				ts.Check(err)
-				if got := *ts.Value(statusKey{}).(*int); got != want {
-					ts.Fatalf("exit status %d, want %d", got, want)
-				}
-			},
-		},
-	})
+	runScripts(t, "testdata/tags", func(f *fakeMaster) { withTags(f) })
 }
 
 func TestTagOpcodesSent(t *testing.T) {

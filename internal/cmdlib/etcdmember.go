@@ -228,6 +228,16 @@ func etcdOf(s *StepCtx) (*EtcdMembership, error) {
 	return s.p.Etcd, nil
 }
 
+// etcdMembers lists the etcd members, with the plan's own member among them
+// (nil when it is not one).
+func (lu *nodeSetParamsLU) etcdMembers(ctx context.Context, e *EtcdMembership) ([]etcdproc.MemberInfo, *etcdproc.MemberInfo, error) {
+	ms, err := e.API.Members(ctx)
+	if err != nil {
+		return nil, nil, ecode.Errorf(ecode.Environ, "Cannot list the etcd members: %v", err)
+	}
+	return ms, findMember(ms, lu.Etcd.Name, lu.Etcd.PeerURL), nil
+}
+
 // retryReconfig runs f until etcd stops refusing it as unsafe for now.
 func retryReconfig(ctx context.Context, f func() error) error {
 	deadline := time.Now().Add(etcdReconfigWait)
@@ -259,11 +269,11 @@ func (lu *nodeSetParamsLU) etcdAddLearner(ctx context.Context, s *StepCtx) error
 		return err
 	}
 	pl := lu.Etcd
-	ms, err := e.API.Members(ctx)
+	_, m, err := lu.etcdMembers(ctx, e)
 	if err != nil {
-		return ecode.Errorf(ecode.Environ, "Cannot list the etcd members: %v", err)
+		return err
 	}
-	if m := findMember(ms, pl.Name, pl.PeerURL); m != nil {
+	if m != nil {
 		s.Logf(ctx, "etcd member %s (%s) is already in the cluster", pl.Name, pl.PeerURL)
 		return nil
 	}
@@ -290,11 +300,10 @@ func (lu *nodeSetParamsLU) etcdStartMember(ctx context.Context, s *StepCtx) erro
 	if !ok {
 		return ecode.Errorf(ecode.NoEnt, "Node %s disappeared", pl.Name)
 	}
-	ms, err := e.API.Members(ctx)
+	ms, m, err := lu.etcdMembers(ctx, e)
 	if err != nil {
-		return ecode.Errorf(ecode.Environ, "Cannot list the etcd members: %v", err)
+		return err
 	}
-	m := findMember(ms, pl.Name, pl.PeerURL)
 	if m == nil {
 		return ecode.Errorf(ecode.State, "etcd member %s is no longer in the cluster: repeat the promotion", pl.Name)
 	}
@@ -351,11 +360,10 @@ func (lu *nodeSetParamsLU) etcdPromote(ctx context.Context, s *StepCtx) error {
 	deadline := time.Now().Add(etcdCatchUpWait)
 	logged := false
 	for {
-		ms, err := e.API.Members(ctx)
+		_, m, err := lu.etcdMembers(ctx, e)
 		if err != nil {
-			return ecode.Errorf(ecode.Environ, "Cannot list the etcd members: %v", err)
+			return err
 		}
-		m := findMember(ms, pl.Name, pl.PeerURL)
 		if m == nil {
 			return ecode.Errorf(ecode.State, "etcd member %s is no longer in the cluster: repeat the promotion", pl.Name)
 		}
@@ -392,11 +400,10 @@ func (lu *nodeSetParamsLU) etcdRemoveMember(ctx context.Context, s *StepCtx) err
 		return err
 	}
 	pl := lu.Etcd
-	ms, err := e.API.Members(ctx)
+	_, m, err := lu.etcdMembers(ctx, e)
 	if err != nil {
-		return ecode.Errorf(ecode.Environ, "Cannot list the etcd members: %v", err)
+		return err
 	}
-	m := findMember(ms, pl.Name, pl.PeerURL)
 	if m == nil {
 		s.Logf(ctx, "etcd member %s is not in the cluster", pl.Name)
 		return nil

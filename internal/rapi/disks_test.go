@@ -40,72 +40,44 @@ func plainOp(t *testing.T, be *fakeBackend) map[string]any {
 }
 
 func TestDiskRoutes(t *testing.T) {
-	tests := []struct {
-		name         string
-		method, path string
-		body         string
-		as           *creds
-		status       int
-		want         string         // substring of the JSON body
-		op           map[string]any // parameters the submitted opcode must have
-		absent       []string       // parameters it must not have
-	}{
+	tests := []routeCase{
 		{"activate", "PUT", "/2/instances/web1/activate-disks", "", asAdmin, 200, "101",
-			map[string]any{"OP_ID": "OP_INSTANCE_ACTIVATE_DISKS", "instance_name": "web1"}, []string{"ignore_size"}},
+			map[string]any{"OP_ID": "OP_INSTANCE_ACTIVATE_DISKS", "instance_name": "web1"}},
 		{"activate ignore_size", "PUT", "/2/instances/web1/activate-disks?ignore_size=1", `{"force":true}`, asAdmin, 200, "101",
-			map[string]any{"OP_ID": "OP_INSTANCE_ACTIVATE_DISKS", "ignore_size": true}, []string{"force"}},
-		{"activate bad flag", "PUT", "/2/instances/web1/activate-disks?ignore_size=x", "", asAdmin, 400, "ignore_size", nil, nil},
-		{"activate read-only user", "PUT", "/2/instances/web1/activate-disks", "", asViewer, 403, "", nil, nil},
-		{"activate POST", "POST", "/2/instances/web1/activate-disks", "", asAdmin, 501, "Method POST", nil, nil},
+			map[string]any{"OP_ID": "OP_INSTANCE_ACTIVATE_DISKS", "ignore_size": true}},
+		{"activate bad flag", "PUT", "/2/instances/web1/activate-disks?ignore_size=x", "", asAdmin, 400, "ignore_size", nil},
+		{"activate read-only user", "PUT", "/2/instances/web1/activate-disks", "", asViewer, 403, "", nil},
+		{"activate POST", "POST", "/2/instances/web1/activate-disks", "", asAdmin, 501, "Method POST", nil},
 		{"deactivate", "PUT", "/2/instances/web1/deactivate-disks", "", asAdmin, 200, "101",
-			map[string]any{"OP_ID": "OP_INSTANCE_DEACTIVATE_DISKS", "instance_name": "web1"}, []string{"force"}},
+			map[string]any{"OP_ID": "OP_INSTANCE_DEACTIVATE_DISKS", "instance_name": "web1"}},
 		{"deactivate force", "PUT", "/2/instances/web1/deactivate-disks?force=1", "", asAdmin, 200, "101",
-			map[string]any{"OP_ID": "OP_INSTANCE_DEACTIVATE_DISKS", "force": true}, nil},
+			map[string]any{"OP_ID": "OP_INSTANCE_DEACTIVATE_DISKS", "force": true}},
 		{"grow", "POST", "/2/instances/web1/disk/0/grow", `{"amount":1024,"wait_for_sync":false}`, asAdmin, 200, "101",
-			map[string]any{"OP_ID": "OP_INSTANCE_GROW_DISK", "instance_name": "web1", "disk": 0.0, "amount": 1024.0, "wait_for_sync": false}, []string{"absolute"}},
+			map[string]any{"OP_ID": "OP_INSTANCE_GROW_DISK", "instance_name": "web1", "disk": 0.0, "amount": 1024.0, "wait_for_sync": false}},
 		{"grow absolute", "POST", "/2/instances/web1/disk/2/grow", `{"amount":4096,"absolute":true}`, asAdmin, 200, "101",
-			map[string]any{"OP_ID": "OP_INSTANCE_GROW_DISK", "disk": 2.0, "amount": 4096.0, "absolute": true}, nil},
-		{"grow without amount", "POST", "/2/instances/web1/disk/0/grow", `{}`, asAdmin, 400, "amount", nil, nil},
-		{"grow bad amount", "POST", "/2/instances/web1/disk/0/grow", `{"amount":"lots"}`, asAdmin, 400, "amount", nil, nil},
-		{"grow disk in body", "POST", "/2/instances/web1/disk/0/grow", `{"amount":1,"disk":1}`, asAdmin, 400, "static parameters disk", nil, nil},
-		{"grow bad index", "POST", "/2/instances/web1/disk/x/grow", `{"amount":1}`, asAdmin, 404, "Not Found", nil, nil},
-		{"grow index too big", "POST", "/2/instances/web1/disk/16/grow", `{"amount":1}`, asAdmin, 400, "Invalid disk index", nil, nil},
-		{"grow unknown key", "POST", "/2/instances/web1/disk/0/grow", `{"amount":1,"nosuch":1}`, asAdmin, 400, "nosuch", nil, nil},
-		{"grow anonymous", "POST", "/2/instances/web1/disk/0/grow", `{"amount":1}`, nil, 401, "", nil, nil},
+			map[string]any{"OP_ID": "OP_INSTANCE_GROW_DISK", "disk": 2.0, "amount": 4096.0, "absolute": true}},
+		{"grow without amount", "POST", "/2/instances/web1/disk/0/grow", `{}`, asAdmin, 400, "amount", nil},
+		{"grow bad amount", "POST", "/2/instances/web1/disk/0/grow", `{"amount":"lots"}`, asAdmin, 400, "amount", nil},
+		{"grow disk in body", "POST", "/2/instances/web1/disk/0/grow", `{"amount":1,"disk":1}`, asAdmin, 400, "static parameters disk", nil},
+		{"grow bad index", "POST", "/2/instances/web1/disk/x/grow", `{"amount":1}`, asAdmin, 404, "Not Found", nil},
+		{"grow index too big", "POST", "/2/instances/web1/disk/16/grow", `{"amount":1}`, asAdmin, 400, "Invalid disk index", nil},
+		{"grow unknown key", "POST", "/2/instances/web1/disk/0/grow", `{"amount":1,"nosuch":1}`, asAdmin, 400, "nosuch", nil},
+		{"grow anonymous", "POST", "/2/instances/web1/disk/0/grow", `{"amount":1}`, nil, 401, "", nil},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			be := newFakeBackend()
-			rec := do(t, newTestHandler(t, be, false), tc.method, tc.path, tc.body, tc.as)
-			if rec.Code != tc.status {
-				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
-			}
-			decode(t, rec)
-			if !strings.Contains(rec.Body.String(), tc.want) {
-				t.Errorf("body %s does not contain %s", rec.Body, tc.want)
-			}
-			op := plainOp(t, be)
-			if tc.op == nil {
-				if op != nil {
-					t.Fatalf("unexpected job %v", op)
-				}
-				return
-			}
-			if op == nil {
-				t.Fatal("no job submitted")
-			}
-			for k, v := range tc.op {
-				if !reflect.DeepEqual(op[k], v) {
-					t.Errorf("%s = %#v, want %#v", k, op[k], v)
-				}
-			}
-			for _, k := range tc.absent {
-				if _, ok := op[k]; ok {
-					t.Errorf("%s present: %v", k, op)
-				}
-			}
-		})
+	// The parameters the submitted opcode must not have, by case.
+	absent := map[string][]string{
+		"activate":             {"ignore_size"},
+		"activate ignore_size": {"force"},
+		"deactivate":           {"force"},
+		"grow":                 {"absolute"},
 	}
+	runRoutes(t, tests, func(t *testing.T, tc routeCase, op map[string]any) {
+		for _, k := range absent[tc.name] {
+			if _, ok := op[k]; ok {
+				t.Errorf("%s present: %v", k, op)
+			}
+		}
+	})
 }
 
 func TestInstanceConsole(t *testing.T) {

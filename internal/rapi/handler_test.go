@@ -60,126 +60,88 @@ func decode(t *testing.T, rec *httptest.ResponseRecorder) any {
 }
 
 func TestRoutes(t *testing.T) {
-	tests := []struct {
-		name         string
-		method, path string
-		body         string
-		as           *creds
-		status       int
-		want         string // substring of the JSON body
-		op           string // OP_ID of the job that must have been submitted
-	}{
-		{"root", "GET", "/", "", nil, 200, "null", ""},
-		{"version", "GET", "/version", "", nil, 200, "2", ""},
-		{"features", "GET", "/2/features", "", nil, 200, `"instance-create-reqv1"`, ""},
-		{"info aliases", "GET", "/2/info", "", nil, 200, `"vg_name":"v"`, ""},
-		{"instances list", "GET", "/2/instances", "", nil, 200, `[{"id":"web1","uri":"/2/instances/web1"}]`, ""},
-		{"instances bulk", "GET", "/2/instances?bulk=1", "", nil, 200, `"memory":128`, ""},
-		{"bad bulk", "GET", "/2/instances?bulk=yes", "", nil, 400, `Invalid value for the &#x27;bulk&#x27; parameter`, ""},
-		{"instance", "GET", "/2/instances/web1", "", nil, 200, `"status":"running"`, ""},
-		{"instance missing", "GET", "/2/instances/nope", "", nil, 404, `"message":"Not Found"`, ""},
-		{"bad name", "GET", "/2/instances/a%20b", "", nil, 404, `Nothing matches`, ""},
-		{"trailing slash", "GET", "/2/instances/", "", nil, 404, ``, ""},
-		{"no path", "GET", "/2/nosuchthing", "", nil, 404, `"explain":"Nothing matches the given URI"`, ""},
-		{"method", "DELETE", "/2/info", "", asAdmin, 501, `Method DELETE is unsupported for path /2/info`, ""},
-		{"other method", "PATCH", "/2/info", "", nil, 501, `Unsupported method`, ""},
-		{"networks 501", "GET", "/2/networks", "", nil, 501, `networks`, ""},
-		{"migrate 501", "PUT", "/2/instances/web1/migrate", "", asAdmin, 501, `OP_INSTANCE_MIGRATE`, ""},
-		{"instance tags", "GET", "/2/instances/web1/tags", "", nil, 200, `["a:instance"]`, ""},
-		{"instance tags missing", "GET", "/2/instances/nope/tags", "", nil, 404, ``, ""},
-		{"info job", "GET", "/2/instances/web1/info?static=1", "", nil, 200, `101`, "OP_INSTANCE_QUERY_DATA"},
-		{"startup", "PUT", "/2/instances/web1/startup?force=1", "", asAdmin, 200, `101`, "OP_INSTANCE_STARTUP"},
-		{"shutdown", "PUT", "/2/instances/web1/shutdown?dry-run=1", `{"timeout":0}`, asAdmin, 200, `101`, "OP_INSTANCE_SHUTDOWN"},
-		{"shutdown static clash", "PUT", "/2/instances/web1/shutdown", `{"instance_name":"x"}`, asAdmin, 400, `Can&#x27;t overwrite static parameters instance_name`, ""},
-		{"shutdown reason in body", "PUT", "/2/instances/web1/shutdown", `{"reason":[]}`, asAdmin, 400, `static parameters reason`, ""},
-		{"shutdown bad param", "PUT", "/2/instances/web1/shutdown", `{"bogus":1}`, asAdmin, 400, `Invalid body parameters`, ""},
-		{"shutdown bad type", "PUT", "/2/instances/web1/shutdown", `{"timeout":"x"}`, asAdmin, 400, `Invalid body parameters`, ""},
-		{"shutdown not dict", "PUT", "/2/instances/web1/shutdown", `"x"`, asAdmin, 400, `not a dictionary`, ""},
-		{"reboot", "POST", "/2/instances/web1/reboot?type=hard", "", asAdmin, 200, `101`, "OP_INSTANCE_REBOOT"},
-		{"reboot PUT", "PUT", "/2/instances/web1/reboot", "", asAdmin, 501, `Method PUT`, ""},
-		{"delete", "DELETE", "/2/instances/web1?dry-run=1", "", asAdmin, 200, `101`, "OP_INSTANCE_REMOVE"},
-		{"create", "POST", "/2/instances", `{"__version__":1,"mode":"create","name":"new1","os":"noop","disks":[],"nics":[],"pnode":"node1"}`, asAdmin, 200, `101`, "OP_INSTANCE_CREATE"},
-		{"create v0", "POST", "/2/instances", `{"mode":"create"}`, asAdmin, 400, `version 0 is no longer supported`, ""},
-		{"create v2", "POST", "/2/instances", `{"__version__":2}`, asAdmin, 400, `Unsupported request data version`, ""},
-		{"create missing name", "POST", "/2/instances", `{"__version__":1,"mode":"create","disks":[],"nics":[]}`, asAdmin, 400, `Invalid body parameters`, ""},
-		{"create dry_run in body", "POST", "/2/instances?dry-run=1", `{"__version__":1,"mode":"create","name":"n","disks":[],"nics":[],"dry_run":true}`, asAdmin, 400, `static parameters dry_run`, ""},
-		{"bad json", "POST", "/2/instances", `{`, asAdmin, 400, `Unable to parse JSON data`, ""},
-		{"nodes", "GET", "/2/nodes", "", nil, 200, `[{"id":"node1","uri":"/2/nodes/node1"}]`, ""},
-		{"nodes bulk", "GET", "/2/nodes?bulk=1", "", nil, 200, `"cnos":null`, ""},
-		{"node", "GET", "/2/nodes/node1", "", nil, 200, `"secondary_ip":"192.0.2.1"`, ""},
-		{"node missing", "GET", "/2/nodes/nope", "", nil, 404, ``, ""},
-		{"node role", "GET", "/2/nodes/node1/role", "", nil, 200, `"master"`, ""},
-		{"node role set", "PUT", "/2/nodes/node1/role?auto-promote=1", `"drained"`, asAdmin, 200, `101`, "OP_NODE_SET_PARAMS"},
-		{"node role master", "PUT", "/2/nodes/node1/role", `"master"`, asAdmin, 400, `Can&#x27;t set &#x27;master&#x27; role`, ""},
-		{"node role not string", "PUT", "/2/nodes/node1/role", `{"role":"drained"}`, asAdmin, 400, `role string`, ""},
-		{"rename", "PUT", "/2/instances/web1/rename", `{"new_name":"web2"}`, asAdmin, 200, `101`, "OP_INSTANCE_RENAME"},
-		{"rename no name", "PUT", "/2/instances/web1/rename", `{}`, asAdmin, 400, `Invalid body parameters`, ""},
-		{"modify", "PUT", "/2/instances/web1/modify", `{"custom_beparams":{"vcpus":2}}`, asAdmin, 200, `101`, "OP_INSTANCE_SET_PARAMS"},
-		{"modify both names", "PUT", "/2/instances/web1/modify", `{"custom_beparams":{},"beparams":{}}`, asAdmin, 400, `renamed`, ""},
-		{"reinstall", "POST", "/2/instances/web1/reinstall", `{"os":"noop","start":false}`, asAdmin, 200, `101`, "OP_INSTANCE_SHUTDOWN"},
-		{"reinstall mixed", "POST", "/2/instances/web1/reinstall?os=x", `{"os":"noop"}`, asAdmin, 400, `combine`, ""},
-		{"reinstall bad key", "POST", "/2/instances/web1/reinstall", `{"bogus":1}`, asAdmin, 400, `bogus`, ""},
-		{"groups", "GET", "/2/groups", "", nil, 200, `[{"name":"default","uri":"/2/groups/default"}]`, ""},
-		{"groups bulk", "GET", "/2/groups?bulk=1", "", nil, 200, `"custom_ipolicy":{}`, ""},
-		{"group", "GET", "/2/groups/default", "", nil, 200, `"alloc_policy":"preferred"`, ""},
-		{"group missing", "GET", "/2/groups/nope", "", nil, 404, ``, ""},
-		{"group add", "POST", "/2/groups", `{"group_name":"g"}`, asAdmin, 200, `101`, "OP_GROUP_ADD"},
-		{"jobs", "GET", "/2/jobs", "", nil, 200, `[{"id":7,"uri":"/2/jobs/7"}]`, ""},
-		{"jobs bulk", "GET", "/2/jobs?bulk=1", "", nil, 200, `"summary":["INSTANCE_STARTUP(web1)"]`, ""},
-		{"job", "GET", "/2/jobs/7", "", nil, 200, `"opresult":[null]`, ""},
-		{"job unknown", "GET", "/2/jobs/8", "", nil, 404, ``, ""},
-		{"job bad id", "GET", "/2/jobs/x", "", nil, 404, ``, ""},
-		{"job cancel", "DELETE", "/2/jobs/7", "", asAdmin, 200, `[true,"Job 7 canceled"]`, ""},
-		{"job cancel unknown", "DELETE", "/2/jobs/8", "", asAdmin, 404, ``, ""},
-		{"job wait", "GET", "/2/jobs/7/wait", `{"fields":["status"],"previous_job_info":null,"previous_log_serial":null}`, asAdmin, 200, `{"job_info":["success"],"log_entries":[]}`, ""},
-		{"job wait PUT", "PUT", "/2/jobs/7/wait", `{"fields":["status"]}`, asAdmin, 200, `"job_info":["success"]`, ""},
-		{"job wait nochange", "GET", "/2/jobs/7/wait", `{"fields":["status"],"previous_job_info":["success"]}`, asAdmin, 200, `null`, ""},
-		{"job wait unknown", "GET", "/2/jobs/8/wait", `{"fields":["status"]}`, asAdmin, 404, ``, ""},
-		{"job wait no fields", "GET", "/2/jobs/7/wait", `{}`, asAdmin, 400, `fields`, ""},
-		{"job wait read user", "GET", "/2/jobs/7/wait", `{"fields":["status"]}`, asViewer, 403, `Forbidden`, ""},
-		{"query", "GET", "/2/query/instance?fields=name,status", "", asViewer, 200, `"data":[[[0,"web1"],[0,"running"]]]`, ""},
-		{"query anonymous", "GET", "/2/query/instance?fields=name", "", nil, 401, ``, ""},
-		{"query no fields", "GET", "/2/query/instance", "", asViewer, 400, `Missing &#x27;fields&#x27;`, ""},
-		{"query PUT filter", "PUT", "/2/query/instance", `{"fields":["name"],"qfilter":["=","name","web1"]}`, asViewer, 200, `"doc":"[= name web1]"`, ""},
-		{"query bad resource", "GET", "/2/query/bogus?fields=name", "", asViewer, 400, `Unknown resource`, ""},
-		{"query fields", "GET", "/2/query/instance/fields?fields=name", "", nil, 200, `{"fields":[{"name":"name"`, ""},
-		{"anonymous write", "PUT", "/2/instances/web1/startup", "", nil, 401, `Unauthorized`, ""},
-		{"wrong password", "GET", "/2/info", "", asWrong, 401, `Unauthorized`, ""},
-		{"read user write", "PUT", "/2/instances/web1/startup", "", asViewer, 403, `Forbidden`, ""},
-		{"no options write", "DELETE", "/2/instances/web1", "", asNobody, 403, ``, ""},
-		{"no options read", "GET", "/2/info", "", asNobody, 200, ``, ""},
+	tests := []routeCase{
+		{"root", "GET", "/", "", nil, 200, "null", nil},
+		{"version", "GET", "/version", "", nil, 200, "2", nil},
+		{"features", "GET", "/2/features", "", nil, 200, `"instance-create-reqv1"`, nil},
+		{"info aliases", "GET", "/2/info", "", nil, 200, `"vg_name":"v"`, nil},
+		{"instances list", "GET", "/2/instances", "", nil, 200, `[{"id":"web1","uri":"/2/instances/web1"}]`, nil},
+		{"instances bulk", "GET", "/2/instances?bulk=1", "", nil, 200, `"memory":128`, nil},
+		{"bad bulk", "GET", "/2/instances?bulk=yes", "", nil, 400, `Invalid value for the &#x27;bulk&#x27; parameter`, nil},
+		{"instance", "GET", "/2/instances/web1", "", nil, 200, `"status":"running"`, nil},
+		{"instance missing", "GET", "/2/instances/nope", "", nil, 404, `"message":"Not Found"`, nil},
+		{"bad name", "GET", "/2/instances/a%20b", "", nil, 404, `Nothing matches`, nil},
+		{"trailing slash", "GET", "/2/instances/", "", nil, 404, ``, nil},
+		{"no path", "GET", "/2/nosuchthing", "", nil, 404, `"explain":"Nothing matches the given URI"`, nil},
+		{"method", "DELETE", "/2/info", "", asAdmin, 501, `Method DELETE is unsupported for path /2/info`, nil},
+		{"other method", "PATCH", "/2/info", "", nil, 501, `Unsupported method`, nil},
+		{"networks 501", "GET", "/2/networks", "", nil, 501, `networks`, nil},
+		{"migrate 501", "PUT", "/2/instances/web1/migrate", "", asAdmin, 501, `OP_INSTANCE_MIGRATE`, nil},
+		{"instance tags", "GET", "/2/instances/web1/tags", "", nil, 200, `["a:instance"]`, nil},
+		{"instance tags missing", "GET", "/2/instances/nope/tags", "", nil, 404, ``, nil},
+		{"info job", "GET", "/2/instances/web1/info?static=1", "", nil, 200, `101`, opID("OP_INSTANCE_QUERY_DATA")},
+		{"startup", "PUT", "/2/instances/web1/startup?force=1", "", asAdmin, 200, `101`, opID("OP_INSTANCE_STARTUP")},
+		{"shutdown", "PUT", "/2/instances/web1/shutdown?dry-run=1", `{"timeout":0}`, asAdmin, 200, `101`, opID("OP_INSTANCE_SHUTDOWN")},
+		{"shutdown static clash", "PUT", "/2/instances/web1/shutdown", `{"instance_name":"x"}`, asAdmin, 400, `Can&#x27;t overwrite static parameters instance_name`, nil},
+		{"shutdown reason in body", "PUT", "/2/instances/web1/shutdown", `{"reason":[]}`, asAdmin, 400, `static parameters reason`, nil},
+		{"shutdown bad param", "PUT", "/2/instances/web1/shutdown", `{"bogus":1}`, asAdmin, 400, `Invalid body parameters`, nil},
+		{"shutdown bad type", "PUT", "/2/instances/web1/shutdown", `{"timeout":"x"}`, asAdmin, 400, `Invalid body parameters`, nil},
+		{"shutdown not dict", "PUT", "/2/instances/web1/shutdown", `"x"`, asAdmin, 400, `not a dictionary`, nil},
+		{"reboot", "POST", "/2/instances/web1/reboot?type=hard", "", asAdmin, 200, `101`, opID("OP_INSTANCE_REBOOT")},
+		{"reboot PUT", "PUT", "/2/instances/web1/reboot", "", asAdmin, 501, `Method PUT`, nil},
+		{"delete", "DELETE", "/2/instances/web1?dry-run=1", "", asAdmin, 200, `101`, opID("OP_INSTANCE_REMOVE")},
+		{"create", "POST", "/2/instances", `{"__version__":1,"mode":"create","name":"new1","os":"noop","disks":[],"nics":[],"pnode":"node1"}`, asAdmin, 200, `101`, opID("OP_INSTANCE_CREATE")},
+		{"create v0", "POST", "/2/instances", `{"mode":"create"}`, asAdmin, 400, `version 0 is no longer supported`, nil},
+		{"create v2", "POST", "/2/instances", `{"__version__":2}`, asAdmin, 400, `Unsupported request data version`, nil},
+		{"create missing name", "POST", "/2/instances", `{"__version__":1,"mode":"create","disks":[],"nics":[]}`, asAdmin, 400, `Invalid body parameters`, nil},
+		{"create dry_run in body", "POST", "/2/instances?dry-run=1", `{"__version__":1,"mode":"create","name":"n","disks":[],"nics":[],"dry_run":true}`, asAdmin, 400, `static parameters dry_run`, nil},
+		{"bad json", "POST", "/2/instances", `{`, asAdmin, 400, `Unable to parse JSON data`, nil},
+		{"nodes", "GET", "/2/nodes", "", nil, 200, `[{"id":"node1","uri":"/2/nodes/node1"}]`, nil},
+		{"nodes bulk", "GET", "/2/nodes?bulk=1", "", nil, 200, `"cnos":null`, nil},
+		{"node", "GET", "/2/nodes/node1", "", nil, 200, `"secondary_ip":"192.0.2.1"`, nil},
+		{"node missing", "GET", "/2/nodes/nope", "", nil, 404, ``, nil},
+		{"node role", "GET", "/2/nodes/node1/role", "", nil, 200, `"master"`, nil},
+		{"node role set", "PUT", "/2/nodes/node1/role?auto-promote=1", `"drained"`, asAdmin, 200, `101`, opID("OP_NODE_SET_PARAMS")},
+		{"node role master", "PUT", "/2/nodes/node1/role", `"master"`, asAdmin, 400, `Can&#x27;t set &#x27;master&#x27; role`, nil},
+		{"node role not string", "PUT", "/2/nodes/node1/role", `{"role":"drained"}`, asAdmin, 400, `role string`, nil},
+		{"rename", "PUT", "/2/instances/web1/rename", `{"new_name":"web2"}`, asAdmin, 200, `101`, opID("OP_INSTANCE_RENAME")},
+		{"rename no name", "PUT", "/2/instances/web1/rename", `{}`, asAdmin, 400, `Invalid body parameters`, nil},
+		{"modify", "PUT", "/2/instances/web1/modify", `{"custom_beparams":{"vcpus":2}}`, asAdmin, 200, `101`, opID("OP_INSTANCE_SET_PARAMS")},
+		{"modify both names", "PUT", "/2/instances/web1/modify", `{"custom_beparams":{},"beparams":{}}`, asAdmin, 400, `renamed`, nil},
+		{"reinstall", "POST", "/2/instances/web1/reinstall", `{"os":"noop","start":false}`, asAdmin, 200, `101`, opID("OP_INSTANCE_SHUTDOWN")},
+		{"reinstall mixed", "POST", "/2/instances/web1/reinstall?os=x", `{"os":"noop"}`, asAdmin, 400, `combine`, nil},
+		{"reinstall bad key", "POST", "/2/instances/web1/reinstall", `{"bogus":1}`, asAdmin, 400, `bogus`, nil},
+		{"groups", "GET", "/2/groups", "", nil, 200, `[{"name":"default","uri":"/2/groups/default"}]`, nil},
+		{"groups bulk", "GET", "/2/groups?bulk=1", "", nil, 200, `"custom_ipolicy":{}`, nil},
+		{"group", "GET", "/2/groups/default", "", nil, 200, `"alloc_policy":"preferred"`, nil},
+		{"group missing", "GET", "/2/groups/nope", "", nil, 404, ``, nil},
+		{"group add", "POST", "/2/groups", `{"group_name":"g"}`, asAdmin, 200, `101`, opID("OP_GROUP_ADD")},
+		{"jobs", "GET", "/2/jobs", "", nil, 200, `[{"id":7,"uri":"/2/jobs/7"}]`, nil},
+		{"jobs bulk", "GET", "/2/jobs?bulk=1", "", nil, 200, `"summary":["INSTANCE_STARTUP(web1)"]`, nil},
+		{"job", "GET", "/2/jobs/7", "", nil, 200, `"opresult":[null]`, nil},
+		{"job unknown", "GET", "/2/jobs/8", "", nil, 404, ``, nil},
+		{"job bad id", "GET", "/2/jobs/x", "", nil, 404, ``, nil},
+		{"job cancel", "DELETE", "/2/jobs/7", "", asAdmin, 200, `[true,"Job 7 canceled"]`, nil},
+		{"job cancel unknown", "DELETE", "/2/jobs/8", "", asAdmin, 404, ``, nil},
+		{"job wait", "GET", "/2/jobs/7/wait", `{"fields":["status"],"previous_job_info":null,"previous_log_serial":null}`, asAdmin, 200, `{"job_info":["success"],"log_entries":[]}`, nil},
+		{"job wait PUT", "PUT", "/2/jobs/7/wait", `{"fields":["status"]}`, asAdmin, 200, `"job_info":["success"]`, nil},
+		{"job wait nochange", "GET", "/2/jobs/7/wait", `{"fields":["status"],"previous_job_info":["success"]}`, asAdmin, 200, `null`, nil},
+		{"job wait unknown", "GET", "/2/jobs/8/wait", `{"fields":["status"]}`, asAdmin, 404, ``, nil},
+		{"job wait no fields", "GET", "/2/jobs/7/wait", `{}`, asAdmin, 400, `fields`, nil},
+		{"job wait read user", "GET", "/2/jobs/7/wait", `{"fields":["status"]}`, asViewer, 403, `Forbidden`, nil},
+		{"query", "GET", "/2/query/instance?fields=name,status", "", asViewer, 200, `"data":[[[0,"web1"],[0,"running"]]]`, nil},
+		{"query anonymous", "GET", "/2/query/instance?fields=name", "", nil, 401, ``, nil},
+		{"query no fields", "GET", "/2/query/instance", "", asViewer, 400, `Missing &#x27;fields&#x27;`, nil},
+		{"query PUT filter", "PUT", "/2/query/instance", `{"fields":["name"],"qfilter":["=","name","web1"]}`, asViewer, 200, `"doc":"[= name web1]"`, nil},
+		{"query bad resource", "GET", "/2/query/bogus?fields=name", "", asViewer, 400, `Unknown resource`, nil},
+		{"query fields", "GET", "/2/query/instance/fields?fields=name", "", nil, 200, `{"fields":[{"name":"name"`, nil},
+		{"anonymous write", "PUT", "/2/instances/web1/startup", "", nil, 401, `Unauthorized`, nil},
+		{"wrong password", "GET", "/2/info", "", asWrong, 401, `Unauthorized`, nil},
+		{"read user write", "PUT", "/2/instances/web1/startup", "", asViewer, 403, `Forbidden`, nil},
+		{"no options write", "DELETE", "/2/instances/web1", "", asNobody, 403, ``, nil},
+		{"no options read", "GET", "/2/info", "", asNobody, 200, ``, nil},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			be := newFakeBackend()
-			h := newTestHandler(t, be, false)
-			rec := do(t, h, tc.method, tc.path, tc.body, tc.as)
-			if rec.Code != tc.status {
-				t.Fatalf("status %d, want %d; body %s", rec.Code, tc.status, rec.Body)
-			}
-			decode(t, rec)
-			if !strings.Contains(rec.Body.String(), tc.want) {
-				t.Errorf("body %s does not contain %s", rec.Body, tc.want)
-			}
-			if tc.status >= 400 {
-				var e map[string]any
-				_ = json.Unmarshal(rec.Body.Bytes(), &e)
-				if e["code"] != float64(tc.status) || e["explain"] == "" || e["message"] == "" {
-					t.Errorf("error body %v", e)
-				}
-			}
-			if tc.status == 401 && rec.Header().Get("WWW-Authenticate") != `Basic realm="Ganeti Remote API"` {
-				t.Errorf("WWW-Authenticate = %q", rec.Header().Get("WWW-Authenticate"))
-			}
-			op := be.lastOp()
-			switch {
-			case tc.op == "" && op != nil:
-				t.Errorf("unexpected job %v", op)
-			case tc.op != "" && (op == nil || op["OP_ID"] != tc.op):
-				t.Errorf("submitted %v, want %s", op, tc.op)
-			}
-		})
-	}
+	runRoutes(t, tests, nil)
 }
 
 func TestOpcodeParameters(t *testing.T) {

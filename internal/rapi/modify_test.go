@@ -2,19 +2,11 @@ package rapi
 
 import (
 	"encoding/json"
-	"reflect"
-	"strings"
 	"testing"
 )
 
 func TestModifyResources(t *testing.T) {
-	tests := []struct {
-		name, method, path, body string
-		as                       *creds
-		status                   int
-		want                     string         // substring of the response body
-		op                       map[string]any // expected opcode parameters (subset); nil: no job
-	}{
+	tests := []routeCase{
 		{"cluster", "PUT", "/2/modify", `{"candidate_pool_size":5,"mac_prefix":"aa:00:01"}`, asAdmin, 200, `101`,
 			map[string]any{"OP_ID": "OP_CLUSTER_SET_PARAMS", "candidate_pool_size": 5.0, "mac_prefix": "aa:00:01"}},
 		{"cluster dry-run", "PUT", "/2/modify?dry-run=1", `{"max_running_jobs":3}`, asAdmin, 200, `101`,
@@ -47,37 +39,11 @@ func TestModifyResources(t *testing.T) {
 		{"node read user", "POST", "/2/nodes/node1/modify", `{"drained":true}`, asViewer, 403, `Forbidden`, nil},
 		{"node PUT", "PUT", "/2/nodes/node1/modify", `{"drained":true}`, asAdmin, 501, `Method PUT`, nil},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			be := newFakeBackend()
-			rec := do(t, newTestHandler(t, be, false), tc.method, tc.path, tc.body, tc.as)
-			if rec.Code != tc.status {
-				t.Fatalf("status %d, want %d; body %s", rec.Code, tc.status, rec.Body)
-			}
-			decode(t, rec)
-			if body := strings.ReplaceAll(rec.Body.String(), "&#x27;", "'"); !strings.Contains(body, tc.want) {
-				t.Errorf("body %s does not contain %s", body, tc.want)
-			}
-			op := be.lastOp()
-			if tc.op == nil {
-				if op != nil {
-					t.Fatalf("unexpected job %v", op)
-				}
-				return
-			}
-			if op == nil {
-				t.Fatal("no job submitted")
-			}
-			for k, v := range tc.op {
-				if !reflect.DeepEqual(op[k], v) {
-					t.Errorf("%s = %#v, want %#v", k, op[k], v)
-				}
-			}
-			if _, ok := tc.op["dry_run"]; !ok && op["dry_run"] != nil {
-				t.Errorf("dry_run = %v without asking", op["dry_run"])
-			}
-		})
-	}
+	runRoutes(t, tests, func(t *testing.T, tc routeCase, op map[string]any) {
+		if _, ok := tc.op["dry_run"]; !ok && op["dry_run"] != nil {
+			t.Errorf("dry_run = %v without asking", op["dry_run"])
+		}
+	})
 }
 
 func TestModifyReasonTrail(t *testing.T) {
