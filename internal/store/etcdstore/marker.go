@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -29,6 +30,16 @@ const (
 	defaultRetryBound     = 30 * time.Second
 	defaultAttemptTimeout = 5 * time.Second
 	defaultMarkerTTL      = 3 * time.Minute
+	// defaultMarkersPerLease caps the markers put on one lease. etcd
+	// deletes the keys of an expired lease in one apply, and etcd 3.4 (the
+	// Debian member) then keeps a backend read buffer the size of that
+	// apply's writes and copies all of it on every later transaction, for
+	// as long as writes go on: one lease holding a minute of markers (tens
+	// of thousands at a busy job queue's rate) made every transaction after
+	// its expiry several times slower. A cap near the writes of one backend
+	// commit (100 ms) under load costs a lease grant every few hundred
+	// writes.
+	defaultMarkersPerLease = 500
 	// fenceTries bounds the tries to fence off a transaction given up on.
 	fenceTries = 3
 	backoffMin = 50 * time.Millisecond
@@ -54,6 +65,9 @@ type markerLease struct {
 	// granted is when the grant was sent: the lease lives at least the
 	// marker TTL from then.
 	granted time.Time
+	// taken counts the tries that took the lease for a marker (an upper
+	// bound of its markers: a retry takes it again for the same one).
+	taken atomic.Int64
 }
 
 // txn runs t until its outcome is known, retrying through failures that
@@ -310,11 +324,13 @@ func (s *Store) getMarker(ctx context.Context, key string) (*mvccpb.KeyValue, er
 
 // markerLease returns the lease for new markers: the current one while it
 // is younger than a third of the marker TTL, so that every marker outlives
-// the tries of its transaction (see Options.MarkerTTL), else a new one.
-// Leases are never kept alive; each expires with its markers.
+// the tries of its transaction (see Options.MarkerTTL), and has taken fewer
+// than markersPerLease markers, so that its expiry deletes few keys at once
+// (see defaultMarkersPerLease); else a new one. Leases are never kept
+// alive; each expires with its markers.
 func (s *Store) markerLease(ctx context.Context) (int64, error) {
-	if l := s.lease.Load(); l != nil && s.now().Sub(l.granted) < s.markerTTL/3 {
-		return l.id, nil
+	if id, ok := s.takeMarkerLease(); ok {
+		return id, nil
 	}
 	select {
 	case s.leaseSem <- struct{}{}:
@@ -323,16 +339,28 @@ func (s *Store) markerLease(ctx context.Context) (int64, error) {
 	}
 	defer func() { <-s.leaseSem }()
 	// Another transaction may have granted one while this one waited.
-	if l := s.lease.Load(); l != nil && s.now().Sub(l.granted) < s.markerTTL/3 {
-		return l.id, nil
+	if id, ok := s.takeMarkerLease(); ok {
+		return id, nil
 	}
 	start := s.now()
 	resp, err := s.cli.Grant(ctx, int64((s.markerTTL+time.Second-1)/time.Second))
 	if err != nil {
 		return 0, err
 	}
-	s.lease.Store(&markerLease{id: int64(resp.ID), granted: start})
-	return int64(resp.ID), nil
+	l := &markerLease{id: int64(resp.ID), granted: start}
+	l.taken.Store(1)
+	s.lease.Store(l)
+	return l.id, nil
+}
+
+// takeMarkerLease counts one more marker on the current lease and returns
+// it, unless there is none or it is too old or too full for another.
+func (s *Store) takeMarkerLease() (int64, bool) {
+	l := s.lease.Load()
+	if l == nil || s.now().Sub(l.granted) >= s.markerTTL/3 || l.taken.Add(1) > s.markersPerLease {
+		return 0, false
+	}
+	return l.id, true
 }
 
 // dropMarkerLease forgets the marker lease id if it is the current one.

@@ -482,6 +482,34 @@ func TestMarkerLeaseReuse(t *testing.T) {
 	}
 }
 
+// TestMarkerLeaseFull: a marker lease takes at most markersPerLease
+// markers, then a new lease is granted, however young the old one.
+func TestMarkerLeaseFull(t *testing.T) {
+	s := openT(t, Options{})
+	ctx := ctxT(t)
+	now := time.Now()
+	s.now = func() time.Time { return now }
+	s.markersPerLease = 3
+	for i := range 7 {
+		if _, err := s.Txn(ctx, nil, []store.Op{store.Put(fmt.Sprint("k", i), nil)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leases := map[int64]int{}
+	ms := markersOf(t, s)
+	for _, m := range ms {
+		leases[m.Lease]++
+	}
+	if len(ms) != 7 || len(leases) != 3 {
+		t.Fatalf("%d markers on leases %v, want 7 on three leases", len(ms), leases)
+	}
+	for id, n := range leases {
+		if id == 0 || n > 3 {
+			t.Errorf("lease %x holds %d markers, want 1 to 3", id, n)
+		}
+	}
+}
+
 // TestCallerGone: when the caller's context ends with a write in flight,
 // the outcome is unknown and the error says so.
 func TestCallerGone(t *testing.T) {

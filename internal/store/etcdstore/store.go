@@ -39,8 +39,9 @@
 // later, and returns an ordinary error: one wrapping store.ErrUncertain only
 // when even that failed. A refusal that follows a try of unknown fate is
 // returned after the same fence. Markers are attached to leases that are
-// never kept alive (a new one every minute, each living three by default),
-// so they go by themselves. Their puts share the revision of the writes they
+// never kept alive (a new one every minute or every 500 markers, whichever
+// comes first, each living three minutes by default), so they go by
+// themselves, a few hundred at a time. Their puts share the revision of the writes they
 // mark; their expiry moves the store's revision, as other writers do, with
 // no event in the store's watches. A store on the whole keyspace (Prefix "")
 // has no room for markers: its writes are not retried, and a failure that
@@ -144,9 +145,12 @@ type Store struct {
 	retryBound     time.Duration
 	attemptTimeout time.Duration
 	markerTTL      time.Duration
-	lease          atomic.Pointer[markerLease]
-	leaseSem       chan struct{} // one grant at a time
-	now            func() time.Time
+	// markersPerLease caps the markers of one lease (see
+	// defaultMarkersPerLease); tests lower it.
+	markersPerLease int64
+	lease           atomic.Pointer[markerLease]
+	leaseSem        chan struct{} // one grant at a time
+	now             func() time.Time
 	// retries counts tries sent again after an unknown outcome; settled
 	// counts outcomes learned from a marker.
 	retries, settled atomic.Int64
@@ -204,7 +208,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Store{cli: cli, prefix: opts.Prefix, log: opts.Logger, ctx: sctx, cancel: cancel,
 		markers: markerSpace(opts.Prefix), retryBound: opts.RetryBound, attemptTimeout: opts.AttemptTimeout,
-		markerTTL: opts.MarkerTTL, leaseSem: make(chan struct{}, 1), now: time.Now}
+		markerTTL: opts.MarkerTTL, markersPerLease: defaultMarkersPerLease, leaseSem: make(chan struct{}, 1), now: time.Now}
 	cctx, ccancel := context.WithTimeout(ctx, opts.DialTimeout)
 	defer ccancel()
 	rev, err := s.Revision(cctx)
