@@ -32,6 +32,14 @@ func mustAcquire(t *testing.T, m *Manager, h *Held, prio int, reqs ...Request) {
 	}
 }
 
+// mustHold makes an owner called name that holds reqs at priority 0.
+func mustHold(t *testing.T, m *Manager, name string, reqs ...Request) *Held {
+	t.Helper()
+	h := m.NewOwner(name)
+	mustAcquire(t, m, h, 0, reqs...)
+	return h
+}
+
 // acquireAsync starts a blocking Acquire and returns its result channel.
 func acquireAsync(ctx context.Context, m *Manager, h *Held, prio int, reqs ...Request) <-chan error {
 	ch := make(chan error, 1)
@@ -71,6 +79,24 @@ func recvErr(t *testing.T, ch <-chan error, what string) error {
 		t.Fatalf("%s: Acquire did not return", what)
 		return nil
 	}
+}
+
+// mustRecv waits for a queued Acquire and fails unless it succeeded.
+func mustRecv(t *testing.T, ch <-chan error, what string) {
+	t.Helper()
+	if err := recvErr(t, ch, what); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// queueWaiter makes an owner called name, starts its Acquire and returns once
+// it is queued on lock, so the tests know the arrival order.
+func queueWaiter(t *testing.T, m *Manager, name, lock string, prio int, reqs ...Request) (*Held, <-chan error) {
+	t.Helper()
+	h := m.NewOwner(name)
+	ch := acquireAsync(context.Background(), m, h, prio, reqs...)
+	waitPending(t, m, lock, name)
+	return h, ch
 }
 
 // assertPending fails if the result channel already has a value: the
@@ -124,8 +150,7 @@ func TestLevelOrderEnforced(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := New()
-			h := m.NewOwner("job 1/op 0")
-			mustAcquire(t, m, h, 0, tt.held...)
+			h := mustHold(t, m, "job 1/op 0", tt.held...)
 			if len(tt.release) > 0 {
 				h.Release(tt.release...)
 			}
@@ -183,8 +208,7 @@ func TestInvalidRequests(t *testing.T) {
 
 func TestEmptyRequestsAreNoOps(t *testing.T) {
 	m := New()
-	h := m.NewOwner("a")
-	mustAcquire(t, m, h, 0, req(LevelNode, Shared, "n"))
+	h := mustHold(t, m, "a", req(LevelNode, Shared, "n"))
 	// An empty request at a lower level is not an order violation.
 	mustAcquire(t, m, h, 0, req(LevelInstance, Exclusive))
 	if got, want := h.Held(), []Request{req(LevelNode, Shared, "n")}; !reflect.DeepEqual(got, want) {
@@ -248,12 +272,15 @@ func TestCompatibility(t *testing.T) {
 	}
 }
 
-// grantOrder queues owners (name, priority) for x exclusive behind a holder,
-// releases the holder and returns the order in which they got the lock.
-func grantOrder(t *testing.T, queue []struct {
+type waitSpec struct {
 	owner string
 	prio  int
-}) []string {
+}
+
+// grantOrder queues owners (name, priority) for x exclusive behind a holder,
+// runs queued (if any) while they all wait, releases the holder and returns
+// the order in which they got the lock.
+func grantOrder(t *testing.T, queue []waitSpec, queued func(m *Manager)) []string {
 	t.Helper()
 	m := New()
 	holder := m.NewOwner("holder")
@@ -265,9 +292,7 @@ func grantOrder(t *testing.T, queue []struct {
 	var wg sync.WaitGroup
 	for _, q := range queue {
 		h := m.NewOwner(q.owner)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if err := m.Acquire(context.Background(), h, q.prio, x); err != nil {
 				t.Errorf("%s: %v", q.owner, err)
 				return
@@ -276,9 +301,12 @@ func grantOrder(t *testing.T, queue []struct {
 			order = append(order, q.owner)
 			mu.Unlock()
 			h.Release()
-		}()
+		})
 		// Queue one at a time so arrival order is known.
 		waitPending(t, m, "instance/x", q.owner)
+	}
+	if queued != nil {
+		queued(m)
 	}
 	holder.Release()
 	wg.Wait()
@@ -287,10 +315,7 @@ func grantOrder(t *testing.T, queue []struct {
 }
 
 func TestPriorityOrder(t *testing.T) {
-	got := grantOrder(t, []struct {
-		owner string
-		prio  int
-	}{{"b0", 0}, {"c-10", -10}, {"d0", 0}, {"e5", 5}, {"f-20", -20}, {"g19", 19}, {"h-10", -10}})
+	got := grantOrder(t, []waitSpec{{"b0", 0}, {"c-10", -10}, {"d0", 0}, {"e5", 5}, {"f-20", -20}, {"g19", 19}, {"h-10", -10}}, nil)
 	want := []string{"f-20", "c-10", "h-10", "b0", "d0", "e5", "g19"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("grant order %v, want %v", got, want)
@@ -298,10 +323,7 @@ func TestPriorityOrder(t *testing.T) {
 }
 
 func TestFIFOAtEqualPriority(t *testing.T) {
-	got := grantOrder(t, []struct {
-		owner string
-		prio  int
-	}{{"1", 3}, {"2", 3}, {"3", 3}, {"4", 3}, {"5", 3}})
+	got := grantOrder(t, []waitSpec{{"1", 3}, {"2", 3}, {"3", 3}, {"4", 3}, {"5", 3}}, nil)
 	if want := []string{"1", "2", "3", "4", "5"}; !slices.Equal(got, want) {
 		t.Fatalf("grant order %v, want %v", got, want)
 	}
@@ -310,20 +332,13 @@ func TestFIFOAtEqualPriority(t *testing.T) {
 func TestNoWriterStarvation(t *testing.T) {
 	m := New()
 	x := "instance/x"
-	reader := m.NewOwner("reader")
-	mustAcquire(t, m, reader, 0, req(LevelInstance, Shared, "x"))
+	reader := mustHold(t, m, "reader", req(LevelInstance, Shared, "x"))
 
-	writer := m.NewOwner("writer")
-	wCh := acquireAsync(context.Background(), m, writer, 0, req(LevelInstance, Exclusive, "x"))
-	waitPending(t, m, x, "writer")
+	writer, wCh := queueWaiter(t, m, "writer", x, 0, req(LevelInstance, Exclusive, "x"))
 
 	// A later shared request of equal or lower urgency queues behind the writer.
-	late := m.NewOwner("late")
-	lateCh := acquireAsync(context.Background(), m, late, 0, req(LevelInstance, Shared, "x"))
-	waitPending(t, m, x, "late")
-	lax := m.NewOwner("lax")
-	laxCh := acquireAsync(context.Background(), m, lax, 10, req(LevelInstance, Shared, "x"))
-	waitPending(t, m, x, "lax")
+	late, lateCh := queueWaiter(t, m, "late", x, 0, req(LevelInstance, Shared, "x"))
+	lax, laxCh := queueWaiter(t, m, "lax", x, 10, req(LevelInstance, Shared, "x"))
 	// A more urgent one goes ahead of the writer and joins the readers.
 	urgent := m.NewOwner("urgent")
 	if err := m.Acquire(doneCtx(), urgent, -5, req(LevelInstance, Shared, "x")); err != nil {
@@ -333,9 +348,7 @@ func TestNoWriterStarvation(t *testing.T) {
 	reader.Release()
 	assertPending(t, wCh, "writer while urgent reads")
 	urgent.Release()
-	if err := recvErr(t, wCh, "writer"); err != nil {
-		t.Fatal(err)
-	}
+	mustRecv(t, wCh, "writer")
 	assertPending(t, lateCh, "late reader under the writer")
 	want := []LockInfo{{Name: x, Mode: "exclusive", Owners: []string{"writer"},
 		Pending: []PendingInfo{{"late", "shared", 0}, {"lax", "shared", 10}}}}
@@ -344,9 +357,7 @@ func TestNoWriterStarvation(t *testing.T) {
 	}
 	writer.Release()
 	for _, ch := range []<-chan error{lateCh, laxCh} {
-		if err := recvErr(t, ch, "reader after writer"); err != nil {
-			t.Fatal(err)
-		}
+		mustRecv(t, ch, "reader after writer")
 	}
 	late.Release()
 	lax.Release()
@@ -355,27 +366,18 @@ func TestNoWriterStarvation(t *testing.T) {
 
 func TestNoWriterStarvationAtSetLevel(t *testing.T) {
 	m := New()
-	reader := m.NewOwner("reader")
-	mustAcquire(t, m, reader, 0, req(LevelInstance, Shared, "a"))
+	reader := mustHold(t, m, "reader", req(LevelInstance, Shared, "a"))
 
-	all := m.NewOwner("all")
-	allCh := acquireAsync(context.Background(), m, all, 0, req(LevelInstance, Exclusive, All))
-	waitPending(t, m, "instance/*", "all")
+	all, allCh := queueWaiter(t, m, "all", "instance/*", 0, req(LevelInstance, Exclusive, All))
 
 	// An unrelated name still waits: it would otherwise keep All out forever.
-	late := m.NewOwner("late")
-	lateCh := acquireAsync(context.Background(), m, late, 0, req(LevelInstance, Shared, "b"))
-	waitPending(t, m, "instance/*", "late")
+	late, lateCh := queueWaiter(t, m, "late", "instance/*", 0, req(LevelInstance, Shared, "b"))
 
 	reader.Release()
-	if err := recvErr(t, allCh, "All exclusive"); err != nil {
-		t.Fatal(err)
-	}
+	mustRecv(t, allCh, "All exclusive")
 	assertPending(t, lateCh, "late reader under All exclusive")
 	all.Release()
-	if err := recvErr(t, lateCh, "late reader"); err != nil {
-		t.Fatal(err)
-	}
+	mustRecv(t, lateCh, "late reader")
 	late.Release()
 	assertIdle(t, m)
 }
@@ -384,8 +386,7 @@ func TestCancelReleasesAndWakesOthers(t *testing.T) {
 	for _, cause := range []string{"cancel", "deadline"} {
 		t.Run(cause, func(t *testing.T) {
 			m := New()
-			a := m.NewOwner("a")
-			mustAcquire(t, m, a, 0, req(LevelInstance, Shared, "x"))
+			a := mustHold(t, m, "a", req(LevelInstance, Shared, "x"))
 
 			// b takes the BGL and node_alloc, then waits for x.
 			ctx, cancel := context.WithCancel(context.Background())
@@ -404,12 +405,8 @@ func TestCancelReleasesAndWakesOthers(t *testing.T) {
 			waitPending(t, m, "instance/x", "b")
 
 			// c waits for x behind b; d waits for the BGL b holds.
-			c := m.NewOwner("c")
-			cCh := acquireAsync(context.Background(), m, c, 0, req(LevelInstance, Shared, "x"))
-			waitPending(t, m, "instance/x", "c")
-			d := m.NewOwner("d")
-			dCh := acquireAsync(context.Background(), m, d, 0, req(LevelCluster, Exclusive, BGL))
-			waitPending(t, m, "cluster/BGL", "d")
+			c, cCh := queueWaiter(t, m, "c", "instance/x", 0, req(LevelInstance, Shared, "x"))
+			d, dCh := queueWaiter(t, m, "d", "cluster/BGL", 0, req(LevelCluster, Exclusive, BGL))
 
 			if cause == "cancel" {
 				cancel()
@@ -422,9 +419,7 @@ func TestCancelReleasesAndWakesOthers(t *testing.T) {
 				t.Fatalf("b still holds %+v", got)
 			}
 			for _, ch := range []<-chan error{cCh, dCh} {
-				if err := recvErr(t, ch, "waiter after cancel"); err != nil {
-					t.Fatal(err)
-				}
+				mustRecv(t, ch, "waiter after cancel")
 			}
 			for _, li := range m.Info() {
 				if slices.Contains(li.Owners, "b") || slices.ContainsFunc(li.Pending, func(p PendingInfo) bool { return p.Owner == "b" }) {
@@ -444,8 +439,7 @@ func TestCancelReleasesAndWakesOthers(t *testing.T) {
 
 func TestConcurrentAcquireOnOneOwner(t *testing.T) {
 	m := New()
-	a := m.NewOwner("a")
-	mustAcquire(t, m, a, 0, req(LevelInstance, Exclusive, "x"))
+	a := mustHold(t, m, "a", req(LevelInstance, Exclusive, "x"))
 	b := m.NewOwner("b")
 	ctx, cancel := context.WithCancel(context.Background())
 	bCh := acquireAsync(ctx, m, b, 0, req(LevelInstance, Exclusive, "x"))
@@ -463,21 +457,16 @@ func TestConcurrentAcquireOnOneOwner(t *testing.T) {
 
 func TestDowngrade(t *testing.T) {
 	m := New()
-	a := m.NewOwner("a")
-	mustAcquire(t, m, a, 0, req(LevelInstance, Exclusive, "x", "y"))
+	a := mustHold(t, m, "a", req(LevelInstance, Exclusive, "x", "y"))
 
-	b := m.NewOwner("b")
-	bCh := acquireAsync(context.Background(), m, b, 0, req(LevelInstance, Shared, "x"))
-	waitPending(t, m, "instance/x", "b")
+	b, bCh := queueWaiter(t, m, "b", "instance/x", 0, req(LevelInstance, Shared, "x"))
 	// All shared conflicts with a's exclusive names until they are all shared.
 	if err := m.Acquire(doneCtx(), m.NewOwner("probe"), 0, req(LevelInstance, Shared, All)); err == nil {
 		t.Fatal("All shared granted beside exclusive names")
 	}
 
 	a.Downgrade(LevelInstance, "x", "not-held")
-	if err := recvErr(t, bCh, "b after downgrade"); err != nil {
-		t.Fatal(err)
-	}
+	mustRecv(t, bCh, "b after downgrade")
 	if !a.Owns(LevelInstance, "y", Exclusive) || a.Owns(LevelInstance, "x", Exclusive) || !a.Owns(LevelInstance, "x", Shared) {
 		t.Fatalf("after downgrading x: %+v", a.Held())
 	}
@@ -566,8 +555,7 @@ func TestHeldRoundTrip(t *testing.T) {
 	a.Release()
 
 	// What a job recorded is enough to take the same locks again.
-	b := m.NewOwner("job 7/op 1 (restored)")
-	mustAcquire(t, m, b, 0, got...)
+	b := mustHold(t, m, "job 7/op 1 (restored)", got...)
 	if again := b.Held(); !reflect.DeepEqual(again, want) {
 		t.Fatalf("restored Held() = %+v", again)
 	}
@@ -584,15 +572,10 @@ func TestHeldRoundTrip(t *testing.T) {
 
 func TestPartialReleaseLetsOthersIn(t *testing.T) {
 	m := New()
-	a := m.NewOwner("a")
-	mustAcquire(t, m, a, 0, req(LevelInstance, Exclusive, "i"), req(LevelNode, Exclusive, "n"))
-	b := m.NewOwner("b")
-	bCh := acquireAsync(context.Background(), m, b, 0, req(LevelNode, Exclusive, "n"))
-	waitPending(t, m, "node/n", "b")
+	a := mustHold(t, m, "a", req(LevelInstance, Exclusive, "i"), req(LevelNode, Exclusive, "n"))
+	b, bCh := queueWaiter(t, m, "b", "node/n", 0, req(LevelNode, Exclusive, "n"))
 	a.Release(LevelNode)
-	if err := recvErr(t, bCh, "b"); err != nil {
-		t.Fatal(err)
-	}
+	mustRecv(t, bCh, "b")
 	if err := m.Acquire(doneCtx(), m.NewOwner("c"), 0, req(LevelInstance, Shared, "i")); err == nil {
 		t.Fatal("instance lock released together with node")
 	}
@@ -603,16 +586,10 @@ func TestPartialReleaseLetsOthersIn(t *testing.T) {
 
 func TestInfo(t *testing.T) {
 	m := New()
-	j1 := m.NewOwner("job 1/op 0")
-	mustAcquire(t, m, j1, 0, req(LevelCluster, Shared, BGL), req(LevelInstance, Exclusive, "web1"), req(LevelNode, Shared, "n1"))
-	j2 := m.NewOwner("job 2/op 0")
-	mustAcquire(t, m, j2, 0, req(LevelCluster, Shared, BGL), req(LevelNode, Shared, "n1"))
-	j3 := m.NewOwner("job 3/op 0")
-	j3Ch := acquireAsync(context.Background(), m, j3, 5, req(LevelInstance, Shared, "web1"))
-	waitPending(t, m, "instance/web1", "job 3/op 0")
-	j4 := m.NewOwner("job 4/op 0")
-	j4Ch := acquireAsync(context.Background(), m, j4, -3, req(LevelNode, Exclusive, All))
-	waitPending(t, m, "node/*", "job 4/op 0")
+	j1 := mustHold(t, m, "job 1/op 0", req(LevelCluster, Shared, BGL), req(LevelInstance, Exclusive, "web1"), req(LevelNode, Shared, "n1"))
+	j2 := mustHold(t, m, "job 2/op 0", req(LevelCluster, Shared, BGL), req(LevelNode, Shared, "n1"))
+	j3, j3Ch := queueWaiter(t, m, "job 3/op 0", "instance/web1", 5, req(LevelInstance, Shared, "web1"))
+	j4, j4Ch := queueWaiter(t, m, "job 4/op 0", "node/*", -3, req(LevelNode, Exclusive, All))
 
 	want := []LockInfo{
 		{Name: "cluster/BGL", Mode: "shared", Owners: []string{"job 1/op 0", "job 2/op 0"}},
@@ -627,13 +604,9 @@ func TestInfo(t *testing.T) {
 	}
 
 	j1.Release()
-	if err := recvErr(t, j3Ch, "job 3"); err != nil {
-		t.Fatal(err)
-	}
+	mustRecv(t, j3Ch, "job 3")
 	j2.Release()
-	if err := recvErr(t, j4Ch, "job 4"); err != nil {
-		t.Fatal(err)
-	}
+	mustRecv(t, j4Ch, "job 4")
 	want = []LockInfo{
 		{Name: "instance/web1", Mode: "shared", Owners: []string{"job 3/op 0"}},
 		{Name: "node/*", Mode: "exclusive", Owners: []string{"job 4/op 0"}},
@@ -648,14 +621,9 @@ func TestInfo(t *testing.T) {
 
 func TestReleaseAbortsWaitingAcquire(t *testing.T) {
 	m := New()
-	a := m.NewOwner("a")
-	mustAcquire(t, m, a, 0, req(LevelNode, Exclusive, "n"))
-	b := m.NewOwner("b")
-	bCh := acquireAsync(context.Background(), m, b, 0, req(LevelInstance, Exclusive, "i"), req(LevelNode, Shared, "n"))
-	waitPending(t, m, "node/n", "b")
-	c := m.NewOwner("c")
-	cCh := acquireAsync(context.Background(), m, c, 0, req(LevelInstance, Shared, "i"))
-	waitPending(t, m, "instance/i", "c")
+	a := mustHold(t, m, "a", req(LevelNode, Exclusive, "n"))
+	b, bCh := queueWaiter(t, m, "b", "node/n", 0, req(LevelInstance, Exclusive, "i"), req(LevelNode, Shared, "n"))
+	c, cCh := queueWaiter(t, m, "c", "instance/i", 0, req(LevelInstance, Shared, "i"))
 
 	b.Release(LevelNode)
 	err := recvErr(t, bCh, "b")
@@ -668,9 +636,7 @@ func TestReleaseAbortsWaitingAcquire(t *testing.T) {
 	if got := b.Held(); len(got) != 0 {
 		t.Fatalf("b still holds %+v", got)
 	}
-	if err := recvErr(t, cCh, "c"); err != nil {
-		t.Fatal(err)
-	}
+	mustRecv(t, cCh, "c")
 	a.Release()
 	c.Release()
 	assertIdle(t, m)
@@ -678,8 +644,7 @@ func TestReleaseAbortsWaitingAcquire(t *testing.T) {
 
 func TestCancelErrorNamesLock(t *testing.T) {
 	m := New()
-	a := m.NewOwner("a")
-	mustAcquire(t, m, a, 0, req(LevelInstance, Exclusive, "web1"))
+	a := mustHold(t, m, "a", req(LevelInstance, Exclusive, "web1"))
 	// b takes instance/aaa, then gives it back when web1 would need a wait.
 	err := m.Acquire(doneCtx(), m.NewOwner("b"), 0, req(LevelInstance, Shared, "aaa", "web1"), req(LevelNode, Shared, "n1"))
 	if err == nil || !strings.Contains(err.Error(), "instance/web1 shared") || !strings.Contains(err.Error(), "b waiting") {

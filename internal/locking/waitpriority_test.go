@@ -1,19 +1,12 @@
 package locking
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 )
-
-type waitSpec struct {
-	owner string
-	prio  int
-}
 
 // pendingOf lists the waiters of lock name as owner@priority, in queue order.
 func pendingOf(m *Manager, name string) []string {
@@ -48,42 +41,20 @@ func TestSetWaitPriorityReorders(t *testing.T) {
 			[]string{"b@3", "c@3"}, []string{"b", "c"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := New()
-			holder := m.NewOwner("holder")
-			x := req(LevelInstance, Exclusive, "x")
-			mustAcquire(t, m, holder, 0, x)
-			var mu sync.Mutex
-			var order []string
-			var wg sync.WaitGroup
-			for _, q := range tc.queue {
-				h := m.NewOwner(q.owner)
-				wg.Go(func() {
-					if err := m.Acquire(context.Background(), h, q.prio, x); err != nil {
-						t.Errorf("%s: %v", q.owner, err)
-						return
+			order := grantOrder(t, tc.queue, func(m *Manager) {
+				for _, c := range tc.change {
+					n, err := m.SetWaitPriority(func(o string) bool { return o == c.owner }, c.prio)
+					if err != nil || n != 1 {
+						t.Fatalf("SetWaitPriority(%s, %d) = %d, %v; want 1 owner", c.owner, c.prio, n, err)
 					}
-					mu.Lock()
-					order = append(order, q.owner)
-					mu.Unlock()
-					h.Release()
-				})
-				waitPending(t, m, "instance/x", q.owner)
-			}
-			for _, c := range tc.change {
-				n, err := m.SetWaitPriority(func(o string) bool { return o == c.owner }, c.prio)
-				if err != nil || n != 1 {
-					t.Fatalf("SetWaitPriority(%s, %d) = %d, %v; want 1 owner", c.owner, c.prio, n, err)
 				}
-			}
-			if got := pendingOf(m, "instance/x"); !slices.Equal(got, tc.wantPending) {
-				t.Fatalf("pending %v, want %v", got, tc.wantPending)
-			}
-			holder.Release()
-			wg.Wait()
+				if got := pendingOf(m, "instance/x"); !slices.Equal(got, tc.wantPending) {
+					t.Fatalf("pending %v, want %v", got, tc.wantPending)
+				}
+			})
 			if !slices.Equal(order, tc.wantOrder) {
 				t.Fatalf("grant order %v, want %v", order, tc.wantOrder)
 			}
-			assertIdle(t, m)
 		})
 	}
 }
@@ -92,30 +63,21 @@ func TestSetWaitPriorityReorders(t *testing.T) {
 // raised above it, since the holders admit it.
 func TestSetWaitPriorityGrantsAtOnce(t *testing.T) {
 	m := New()
-	holder := m.NewOwner("holder")
-	mustAcquire(t, m, holder, 0, req(LevelNode, Shared, "n"))
-	writer := m.NewOwner("writer")
-	wch := acquireAsync(context.Background(), m, writer, 0, req(LevelNode, Exclusive, "n"))
-	waitPending(t, m, "node/n", "writer")
-	reader := m.NewOwner("reader")
-	rch := acquireAsync(context.Background(), m, reader, 0, req(LevelNode, Shared, "n"))
-	waitPending(t, m, "node/n", "reader")
+	holder := mustHold(t, m, "holder", req(LevelNode, Shared, "n"))
+	writer, wch := queueWaiter(t, m, "writer", "node/n", 0, req(LevelNode, Exclusive, "n"))
+	reader, rch := queueWaiter(t, m, "reader", "node/n", 0, req(LevelNode, Shared, "n"))
 
 	if n, err := m.SetWaitPriority(func(o string) bool { return o == "reader" }, -1); n != 1 || err != nil {
 		t.Fatalf("SetWaitPriority: %d, %v", n, err)
 	}
-	if err := recvErr(t, rch, "raised reader"); err != nil {
-		t.Fatal(err)
-	}
+	mustRecv(t, rch, "raised reader")
 	assertPending(t, wch, "writer")
 	if !reader.Owns(LevelNode, "n", Shared) {
 		t.Fatal("raised reader does not hold the lock")
 	}
 	holder.Release()
 	reader.Release()
-	if err := recvErr(t, wch, "writer"); err != nil {
-		t.Fatal(err)
-	}
+	mustRecv(t, wch, "writer")
 	writer.Release()
 	assertIdle(t, m)
 }
@@ -123,17 +85,11 @@ func TestSetWaitPriorityGrantsAtOnce(t *testing.T) {
 // A new priority also applies to the locks the owner has still to take.
 func TestSetWaitPriorityLaterLevels(t *testing.T) {
 	m := New()
-	bgl := m.NewOwner("bgl holder")
-	mustAcquire(t, m, bgl, 0, req(LevelCluster, Exclusive, BGL))
-	node := m.NewOwner("node holder")
-	mustAcquire(t, m, node, 0, req(LevelNode, Shared, "n"))
-	early := m.NewOwner("early")
-	ech := acquireAsync(context.Background(), m, early, 0, req(LevelNode, Exclusive, "n"))
-	waitPending(t, m, "node/n", "early")
+	bgl := mustHold(t, m, "bgl holder", req(LevelCluster, Exclusive, BGL))
+	node := mustHold(t, m, "node holder", req(LevelNode, Shared, "n"))
+	early, ech := queueWaiter(t, m, "early", "node/n", 0, req(LevelNode, Exclusive, "n"))
 
-	late := m.NewOwner("job 9/op 0")
-	lch := acquireAsync(context.Background(), m, late, 5, req(LevelCluster, Shared, BGL), req(LevelNode, Exclusive, "n"))
-	waitPending(t, m, "cluster/BGL", "job 9/op 0")
+	late, lch := queueWaiter(t, m, "job 9/op 0", "cluster/BGL", 5, req(LevelCluster, Shared, BGL), req(LevelNode, Exclusive, "n"))
 	n, err := m.SetWaitPriority(func(o string) bool { return strings.HasPrefix(o, "job 9/") }, -5)
 	if n != 1 || err != nil {
 		t.Fatalf("SetWaitPriority: %d, %v", n, err)
@@ -147,25 +103,18 @@ func TestSetWaitPriorityLaterLevels(t *testing.T) {
 		t.Fatalf("node pending %v, want %v", got, want)
 	}
 	node.Release()
-	if err := recvErr(t, lch, "raised owner"); err != nil {
-		t.Fatal(err)
-	}
+	mustRecv(t, lch, "raised owner")
 	assertPending(t, ech, "early")
 	late.Release()
-	if err := recvErr(t, ech, "early"); err != nil {
-		t.Fatal(err)
-	}
+	mustRecv(t, ech, "early")
 	early.Release()
 	assertIdle(t, m)
 }
 
 func TestSetWaitPriorityRefusesAndIgnores(t *testing.T) {
 	m := New()
-	holder := m.NewOwner("holder")
-	mustAcquire(t, m, holder, 0, req(LevelInstance, Exclusive, "x"))
-	w := m.NewOwner("w")
-	ch := acquireAsync(context.Background(), m, w, 2, req(LevelInstance, Exclusive, "x"))
-	waitPending(t, m, "instance/x", "w")
+	holder := mustHold(t, m, "holder", req(LevelInstance, Exclusive, "x"))
+	w, ch := queueWaiter(t, m, "w", "instance/x", 2, req(LevelInstance, Exclusive, "x"))
 	all := func(string) bool { return true }
 	for _, p := range []int{PriorityHighest - 1, PriorityLowest + 1} {
 		if _, err := m.SetWaitPriority(all, p); !errors.Is(err, ErrInvalid) {
@@ -180,9 +129,7 @@ func TestSetWaitPriorityRefusesAndIgnores(t *testing.T) {
 		t.Fatalf("pending %v after refused changes", got)
 	}
 	holder.Release()
-	if err := recvErr(t, ch, "w"); err != nil {
-		t.Fatal(err)
-	}
+	mustRecv(t, ch, "w")
 	w.Release()
 	if n, _ := m.SetWaitPriority(all, 0); n != 0 {
 		t.Fatalf("%d owners matched with nobody waiting", n)

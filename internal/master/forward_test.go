@@ -156,6 +156,55 @@ func callCtx(t *testing.T) context.Context {
 	return ctx
 }
 
+// forwardRig is a fake master with an echo handler and a standby that
+// forwards to it, both on the certificates of one cluster CA.
+type forwardRig struct {
+	h           *echo
+	addr        string // the master's forward listener
+	sock        string // the standby's socket
+	stopMaster  func()
+	stopStandby func() error
+}
+
+func newForwardRig(t *testing.T) *forwardRig {
+	t.Helper()
+	r := &forwardRig{h: newEcho()}
+	dir := masterState(t, newCA(t, "c1"))
+	r.addr, r.stopMaster = fakeMaster(t, dir, r.h)
+	r.sock, r.stopStandby = runStandby(t, dir, r.addr)
+	return r
+}
+
+// startWait sends a "Wait" call on c and returns its result once the master
+// has started it.
+func (r *forwardRig) startWait(t *testing.T, ctx context.Context, c *luxi.Client) <-chan error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		var out []any
+		errc <- c.Call(ctx, "Wait", []any{"w"}, &out)
+	}()
+	if got := <-r.h.started; got != "Wait" {
+		t.Fatalf("started %q", got)
+	}
+	return errc
+}
+
+// serveLuxi serves srv until the test ends and returns once it is ready;
+// the context returned ends with the test too.
+func serveLuxi(tb testing.TB, srv *luxi.Server) context.Context {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ctx)
+	}()
+	tb.Cleanup(func() { cancel(); <-done })
+	<-srv.Ready()
+	return ctx
+}
+
 // echo answers every call with its method and first argument; "Wait"
 // blocks until release is closed.
 type echo struct {
@@ -190,23 +239,12 @@ func (e *echo) Call(ctx context.Context, method string, args []json.RawMessage) 
 }
 
 func TestForwardRelaysCallsInOrder(t *testing.T) {
-	dir := masterState(t, newCA(t, "c1"))
-	h := newEcho()
-	addr, _ := fakeMaster(t, dir, h)
-	sock, _ := runStandby(t, dir, addr)
+	r := newForwardRig(t)
 	ctx := callCtx(t)
 
 	// A long poll on one connection does not hold up another.
-	waiter := dialSock(t, sock)
-	waited := make(chan error, 1)
-	go func() {
-		var out []any
-		waited <- waiter.Call(ctx, "Wait", []any{"w"}, &out)
-	}()
-	if got := <-h.started; got != "Wait" {
-		t.Fatalf("started %q", got)
-	}
-	c := dialSock(t, sock)
+	waited := r.startWait(t, ctx, dialSock(t, r.sock))
+	c := dialSock(t, r.sock)
 	for i, m := range []string{"QueryJobs", "SubmitJob", "QueryTags"} {
 		var out []any
 		if err := c.Call(ctx, m, []any{float64(i)}, &out); err != nil {
@@ -222,7 +260,7 @@ func TestForwardRelaysCallsInOrder(t *testing.T) {
 	if !errors.As(err, &ee) || ee.Class != ecode.Inval || !strings.Contains(ee.Msg, "refused x") {
 		t.Fatalf("failure reply: %v", err)
 	}
-	close(h.release)
+	close(r.h.release)
 	if err := <-waited; err != nil {
 		t.Fatalf("long poll through the standby: %v", err)
 	}
@@ -238,15 +276,7 @@ func TestForwardWithoutMasterAnswersStandbyError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := luxi.NewServer(standbyHandler{st: st}, luxi.ServerOptions{Path: sock, Divert: fw.divert})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ctx)
-	}()
-	defer func() { cancel(); <-done }()
-	<-srv.Ready()
+	serveLuxi(t, luxi.NewServer(standbyHandler{st: st}, luxi.ServerOptions{Path: sock, Divert: fw.divert}))
 	err = dialSock(t, sock).Call(callCtx(t), "QueryJobs", []any{}, nil)
 	if err == nil || !strings.Contains(err.Error(), "this corrald is a standby; no master is elected") {
 		t.Fatalf("call with no master: %v", err)
@@ -320,15 +350,9 @@ func TestForwardListenerChecksClientCertificates(t *testing.T) {
 }
 
 func TestForwardMasterBreaksMidCall(t *testing.T) {
-	dir := masterState(t, newCA(t, "c1"))
-	h := newEcho()
-	addr, stopMaster := fakeMaster(t, dir, h)
-	sock, _ := runStandby(t, dir, addr)
-	c := dialSock(t, sock)
-	errc := make(chan error, 1)
-	go func() { errc <- c.Call(callCtx(t), "Wait", []any{}, nil) }()
-	<-h.started
-	stopMaster()
+	r := newForwardRig(t)
+	errc := r.startWait(t, callCtx(t), dialSock(t, r.sock))
+	r.stopMaster()
 	select {
 	case err := <-errc:
 		var ee *ecode.Error
@@ -341,22 +365,17 @@ func TestForwardMasterBreaksMidCall(t *testing.T) {
 }
 
 func TestForwardClientLeavingCancelsTheCall(t *testing.T) {
-	dir := masterState(t, newCA(t, "c1"))
-	h := newEcho()
-	addr, _ := fakeMaster(t, dir, h)
-	sock, _ := runStandby(t, dir, addr)
-	c, err := luxi.Dial(context.Background(), sock)
+	r := newForwardRig(t)
+	c, err := luxi.Dial(context.Background(), r.sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- c.Call(ctx, "Wait", []any{}, nil) }()
-	<-h.started
+	errc := r.startWait(t, ctx, c)
 	cancel() // abandons the connection
 	<-errc
 	select {
-	case got := <-h.started:
+	case got := <-r.h.started:
 		if got != "cancelled" {
 			t.Fatalf("got %q", got)
 		}
@@ -366,23 +385,14 @@ func TestForwardClientLeavingCancelsTheCall(t *testing.T) {
 }
 
 func TestForwardStandbyStoppingLetsRepliesThrough(t *testing.T) {
-	dir := masterState(t, newCA(t, "c1"))
-	h := newEcho()
-	addr, _ := fakeMaster(t, dir, h)
-	sock, stop := runStandby(t, dir, addr)
-	c := dialSock(t, sock)
-	errc := make(chan error, 1)
-	go func() {
-		var out []any
-		errc <- c.Call(callCtx(t), "Wait", []any{}, &out)
-	}()
-	<-h.started
+	r := newForwardRig(t)
+	errc := r.startWait(t, callCtx(t), dialSock(t, r.sock))
 	stopped := make(chan error, 1)
-	go func() { stopped <- stop() }()
+	go func() { stopped <- r.stopStandby() }()
 	// The socket goes away at once for the master's own server...
 	deadline := time.Now().Add(testWait)
 	for {
-		nc, err := net.Dial("unix", sock)
+		nc, err := net.Dial("unix", r.sock)
 		if err != nil {
 			break
 		}
@@ -393,7 +403,7 @@ func TestForwardStandbyStoppingLetsRepliesThrough(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// ...while the call in progress still gets its reply.
-	close(h.release)
+	close(r.h.release)
 	if err := <-errc; err != nil {
 		t.Fatalf("reply of a call in progress while the standby stops: %v", err)
 	}
@@ -522,17 +532,9 @@ func BenchmarkForwardCall(b *testing.B) {
 	}
 	defer os.RemoveAll(tmp)
 	sock := filepath.Join(tmp, "s")
-	srv := luxi.NewServer(luxi.HandlerFunc(func(context.Context, string, []json.RawMessage) (any, error) {
+	ctx := serveLuxi(b, luxi.NewServer(luxi.HandlerFunc(func(context.Context, string, []json.RawMessage) (any, error) {
 		return nil, errors.New("not relayed")
-	}), luxi.ServerOptions{Path: sock, Divert: fw.divert})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ctx)
-	}()
-	defer func() { cancel(); <-done }()
-	<-srv.Ready()
+	}), luxi.ServerOptions{Path: sock, Divert: fw.divert}))
 	c, err := luxi.Dial(ctx, sock)
 	if err != nil {
 		b.Fatal(err)

@@ -26,16 +26,6 @@ func TestClusterFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	// Which member is which, by etcd's member id.
-	byID := map[uint64]*etcdproc.Member{}
-	for _, m := range c.Members {
-		st, err := s.cli.Status(ctx, m.ClientURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		byID[st.Header.MemberId] = m
-	}
-
 	lease, err := s.Grant(ctx, 30)
 	if err != nil {
 		t.Fatal(err)
@@ -53,27 +43,7 @@ func TestClusterFailover(t *testing.T) {
 	write(3)
 	checkHealth(t, ctx, s, "")
 
-	killed := map[*etcdproc.Member]bool{}
-	for step := range c.Members {
-		victim := leader(t, ctx, s, byID)
-		if step > 0 {
-			// The member that answered the client last, if it is still
-			// to be killed; else any that is.
-			victim = nil
-			if m := servedBy(t, ctx, s, byID); !killed[m] {
-				victim = m
-			}
-			for _, m := range c.Members {
-				if victim == nil && !killed[m] {
-					victim = m
-				}
-			}
-		}
-		killed[victim] = true
-		t.Logf("step %d: killing %s (the leader is %s)", step, victim.Name, leader(t, ctx, s, byID).Name)
-		if err := victim.Kill(); err != nil {
-			t.Fatal(err)
-		}
+	killInTurn(t, ctx, s, c.Members, func(step int, victim *etcdproc.Member) {
 		if step == 0 {
 			checkHealth(t, ctx, s, victim.Name)
 		}
@@ -86,10 +56,7 @@ func TestClusterFailover(t *testing.T) {
 			}
 			return err
 		})
-		if err := victim.Start(ctx); err != nil {
-			t.Fatalf("restarting %s: %v", victim.Name, err)
-		}
-	}
+	}, nil)
 	write(3)
 
 	// The watch delivered every write once and in order.
@@ -169,6 +136,50 @@ func retry(t *testing.T, ctx context.Context, what string, fn func(context.Conte
 		case <-ctx.Done():
 			t.Fatalf("%s: %v", what, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// killInTurn kills each member with SIGKILL in turn and restarts it: the
+// leader first, then the member that answers the client, if it is still to
+// be killed, else any that is. So the client loses the member it talks to.
+// down runs while the victim is dead, up (if not nil) after its restart.
+func killInTurn(t *testing.T, ctx context.Context, s *Store, members []*etcdproc.Member, down, up func(step int, victim *etcdproc.Member)) {
+	t.Helper()
+	// Which member is which, by etcd's member id.
+	byID := map[uint64]*etcdproc.Member{}
+	for _, m := range members {
+		st, err := s.cli.Status(ctx, m.ClientURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byID[st.Header.MemberId] = m
+	}
+	killed := map[*etcdproc.Member]bool{}
+	for step := range members {
+		victim := leader(t, ctx, s, byID)
+		if step > 0 {
+			victim = nil
+			if m := servedBy(t, ctx, s, byID); !killed[m] {
+				victim = m
+			}
+			for _, m := range members {
+				if victim == nil && !killed[m] {
+					victim = m
+				}
+			}
+		}
+		killed[victim] = true
+		t.Logf("step %d: killing %s (the leader is %s)", step, victim.Name, leader(t, ctx, s, byID).Name)
+		if err := victim.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		down(step, victim)
+		if err := victim.Start(ctx); err != nil {
+			t.Fatalf("restarting %s: %v", victim.Name, err)
+		}
+		if up != nil {
+			up(step, victim)
 		}
 	}
 }

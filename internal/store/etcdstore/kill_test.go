@@ -28,14 +28,6 @@ func TestWritesThroughKills(t *testing.T) {
 	s := openT(t, Options{Endpoints: c.Endpoints()})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	byID := map[uint64]*etcdproc.Member{}
-	for _, m := range c.Members {
-		st, err := s.cli.Status(ctx, m.ClientURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		byID[st.Header.MemberId] = m
-	}
 
 	var (
 		done      = make(chan struct{})
@@ -133,33 +125,11 @@ func TestWritesThroughKills(t *testing.T) {
 	}
 
 	waitProgress(20, "before the first kill")
-	killed := map[*etcdproc.Member]bool{}
-	for step := range c.Members {
-		victim := leader(t, ctx, s, byID)
-		if step > 0 {
-			// The member that serves the client now, if not yet
-			// killed; else any that was not.
-			victim = nil
-			if m := servedBy(t, ctx, s, byID); !killed[m] {
-				victim = m
-			}
-			for _, m := range c.Members {
-				if victim == nil && !killed[m] {
-					victim = m
-				}
-			}
-		}
-		killed[victim] = true
-		t.Logf("step %d: killing %s", step, victim.Name)
-		if err := victim.Kill(); err != nil {
-			t.Fatal(err)
-		}
+	killInTurn(t, ctx, s, c.Members, func(_ int, victim *etcdproc.Member) {
 		waitProgress(30, "with "+victim.Name+" dead")
-		if err := victim.Start(ctx); err != nil {
-			t.Fatalf("restarting %s: %v", victim.Name, err)
-		}
+	}, func(_ int, victim *etcdproc.Member) {
 		waitProgress(30, "after restarting "+victim.Name)
-	}
+	})
 	stop()
 
 	t.Logf("%d increments, %d puts, %d definite failures; %d tries sent again, %d outcomes learned from markers",
