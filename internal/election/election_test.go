@@ -196,6 +196,35 @@ func TestRenewalsStop(t *testing.T) {
 	})
 }
 
+// TestOneRenewalHangs: a renewal that hangs (a member died or lost its
+// raft leader under it) is given up after a renewal interval and the next
+// attempt renews, so the leader keeps its term.
+func TestOneRenewalHangs(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		fa := newFaulty(b.open(t)(t))
+		ttl := 5 * time.Second
+		a := campaignT(t, newT(t, Config{Store: fa, Name: "a", TTL: ttl}))
+		fa.hangOnce.Store(true)
+		// The hung attempt goes out after one interval; two renewals
+		// after it the term has outlived the hung one's deadline.
+		for got := fa.keepAlive.Load(); fa.keepAlive.Load() < got+2; {
+			select {
+			case <-fa.renewed:
+			case <-a.Context().Done():
+				t.Fatalf("term ended after one hung renewal: %v", a.Err())
+			case <-time.After(2 * ttl):
+				t.Fatal("no renewal")
+			}
+		}
+		if fa.hangOnce.Load() {
+			t.Fatal("no renewal attempt hung")
+		}
+		if err := a.Err(); err != nil {
+			t.Fatalf("term ended: %v", err)
+		}
+	})
+}
+
 // TestDeposedByTheStore: the term ends when the store drops its lease or
 // key, whether the leader learns it from its watch or from a renewal.
 func TestDeposedByTheStore(t *testing.T) {

@@ -218,6 +218,7 @@ type faulty struct {
 	gate chan struct{} // non-nil while partitioned; closed by heal
 
 	holdRenew atomic.Bool // KeepAlive hangs until its context ends
+	hangOnce  atomic.Bool // the next KeepAlive hangs until its context ends
 	holdWatch atomic.Bool // watch events are dropped
 	// beforeTxn, when set, runs before each Txn with its 1-based number.
 	beforeTxn func(n int64)
@@ -297,7 +298,7 @@ func (f *faulty) KeepAlive(ctx context.Context, lease int64) error {
 	if err := f.pass(ctx); err != nil {
 		return err
 	}
-	if f.holdRenew.Load() {
+	if f.holdRenew.Load() || f.hangOnce.Swap(false) {
 		<-ctx.Done()
 		return ctx.Err()
 	}

@@ -136,7 +136,11 @@ func (t *Term) renew(sent time.Time) {
 			go func() {
 				defer t.wg.Done()
 				r := renewal{sent: time.Now()}
-				ctx, cancel := context.WithDeadline(t.ctx, t.Deadline())
+				// One attempt may hang on a member that died or lost
+				// its raft leader while the others could answer: give
+				// it up after a renewal interval and try again, so
+				// that two attempts fit before the deadline.
+				ctx, cancel := context.WithDeadline(t.ctx, attemptDeadline(r.sent, cfg.RenewInterval, t.Deadline()))
 				r.err = t.c.st.KeepAlive(ctx, t.Lease)
 				cancel()
 				results <- r
@@ -165,6 +169,16 @@ func (t *Term) renew(sent time.Time) {
 			}
 		}
 	}
+}
+
+// attemptDeadline bounds one renewal attempt sent at sent: one renewal
+// interval (at least a second) and never past the term's deadline.
+func attemptDeadline(sent time.Time, interval time.Duration, deadline time.Time) time.Time {
+	d := sent.Add(max(interval, time.Second))
+	if deadline.Before(d) {
+		return deadline
+	}
+	return d
 }
 
 // watch ends the term when the election key is deleted or taken by

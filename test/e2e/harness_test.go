@@ -136,12 +136,15 @@ func (c *cluster) down() {
 
 func (c *cluster) dumpLogs() {
 	logs, _ := filepath.Glob(filepath.Join(c.dir, "logs", "*.log"))
+	members, _ := filepath.Glob(filepath.Join(c.dir, "etcd", "*", "*", "etcd.log"))
+	logs = append(logs, members...)
 	for _, l := range logs {
 		b, _ := os.ReadFile(l)
 		if len(b) > 6000 {
 			b = b[len(b)-6000:]
 		}
-		c.t.Logf("==== %s ====\n%s", filepath.Base(l), b)
+		name, _ := filepath.Rel(c.dir, l)
+		c.t.Logf("==== %s ====\n%s", name, b)
 	}
 }
 
