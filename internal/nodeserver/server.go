@@ -46,6 +46,7 @@ type Options struct {
 	Listen         string // ip:port
 	OSSearchPath   []string
 	FileStorageDir string // default <StateDir>/storage/file
+	ExportDir      string // default <StateDir>/export
 	QemuUser       string // default corral-qemu
 	Hypervisors    []string
 	FakeCapacity   hypervisor.NodeResources
@@ -67,6 +68,9 @@ type Server struct {
 	rpc      *rpc.Server
 	qemuUID  int
 	qemuGID  int
+	certs    *certStore // transfer keys (x509certs.go)
+	exports  exportDir  // the export directory (exports.go)
+	xfers    *transfers // running and finished imports and exports (impexp.go)
 }
 
 // New prepares the daemon: it loads its certificate (the node must have
@@ -205,6 +209,7 @@ func (s *Server) routes() {
 		}
 	})
 	s.rpc.HandleStream(nodeapi.Console, s.console)
+	s.impexpRoutes()
 }
 
 func now() float64 { return float64(time.Now().UnixMicro()) / 1e6 }
