@@ -54,6 +54,7 @@ func run(args []string) error {
 	maxConns := fs.Int("max-connections", 65536, "maximum concurrent LUXI connections")
 	maxMsg := fs.Int("max-message-bytes", 16<<20, "largest LUXI request accepted; a larger one gets an error reply and its connection is closed")
 	watch := fs.Duration("watcher-interval", time.Minute, "how often the watcher checks instances (0 disables)")
+	pendingImport := fs.Duration("pending-import-timeout", master.DefaultPendingImportTimeout, "the watcher removes an import (of an export or a move) that has received nothing for this long (0 never)")
 	candName := fs.String("candidate-name", env("CORRAL_CANDIDATE_NAME", ""), "this corrald's name in the master election of a cluster on etcd (env CORRAL_CANDIDATE_NAME; default: the host name, i.e. the node name)")
 	candAddr := fs.String("candidate-address", env("CORRAL_CANDIDATE_ADDRESS", ""), "where this corrald serves when it is master, published in the election record (env CORRAL_CANDIDATE_ADDRESS; default: the forward address, else its LUXI socket)")
 	fwdAddr := fs.String("forward-address", env("CORRAL_FORWARD_ADDRESS", ""), "HOST:PORT where this corrald, when master, serves LUXI over mutual TLS to the standbys, which then relay their own\nsocket to the master (env CORRAL_FORWARD_ADDRESS; default: none, standbys refuse calls naming the master; etcd clusters only)")
@@ -90,9 +91,13 @@ func run(args []string) error {
 	if w == 0 {
 		w = -1
 	}
+	pi := *pendingImport
+	if pi == 0 {
+		pi = -1
+	}
 	return master.Run(ctx, master.Options{
 		StateDir: l.MasterDir(), RunDir: l.MasterRunDir(), SocketPath: filepath.Join(l.MasterRunDir(), master.FileLUXISocket),
-		SocketGroup: *group, JoinListen: *join, MaxConns: *maxConns, MaxMessageBytes: *maxMsg, WatcherInterval: w, Logger: log,
+		SocketGroup: *group, JoinListen: *join, MaxConns: *maxConns, MaxMessageBytes: *maxMsg, WatcherInterval: w, PendingImportTimeout: pi, Logger: log,
 		Failpoints: fp, CandidateName: *candName, CandidateAddress: *candAddr, ForwardAddress: *fwdAddr, ElectionTTL: *electTTL, ElectionReclaim: *reclaim,
 		OpenStore: func(ctx context.Context) (store.Store, error) {
 			st, cfg, err := backend.Open(ctx, l.MasterDir(), backend.Options{Logger: log})

@@ -18,6 +18,7 @@ import (
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/nodeapi"
 	"github.com/corral/corral/internal/opcodes"
+	"github.com/corral/corral/internal/pki"
 	"github.com/corral/corral/internal/store"
 	"github.com/corral/corral/internal/store/boltstore"
 )
@@ -55,6 +56,12 @@ func (n *nodeDouble) Call(ctx context.Context, node *config.Node, method, opID s
 		out = nodeapi.NodeInfoReply{Name: node.Name, Version: Version, MemoryTotalMiB: 4096, MemoryFreeMiB: 4096, CPUs: 4, DiskTotalMiB: 10240, DiskFreeMiB: 10240}
 	case nodeapi.Version:
 		out = nodeapi.VersionReply{Version: Version}
+	case nodeapi.X509CertCreate:
+		certPEM, _, err := pki.NewTransferCert(node.Name, time.Hour, time.Now())
+		if err != nil {
+			return err
+		}
+		out = nodeapi.X509CertCreateReply{Name: "x509-1-abc", CertPEM: string(certPEM)}
 	case nodeapi.OSDiagnose:
 		out = []nodeapi.OSInfo{{Name: "tiny", Valid: true, Variants: []string{"default"}, Parameters: [][2]string{{"marker", "m"}}}}
 	case nodeapi.InstanceStart:
@@ -99,6 +106,7 @@ type env struct {
 	q    *jobqueue.Queue
 	node *nodeDouble
 	path string
+	proc *Processor
 }
 
 func openEnv(t *testing.T, path string, node *nodeDouble, fresh bool) *env {
@@ -131,7 +139,7 @@ func openEnv(t *testing.T, path string, node *nodeDouble, fresh bool) *env {
 	if err := q.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return &env{st: st, cfg: cfg, q: q, node: node, path: path}
+	return &env{st: st, cfg: cfg, q: q, node: node, path: path, proc: proc}
 }
 
 func (e *env) close() {
@@ -202,7 +210,9 @@ func TestCreateValidationChangesNothing(t *testing.T) {
 		{create("x8", map[string]any{"osparams": map[string]any{"nope": "1"}}), ecode.Inval, "has no parameter"},
 		{create("x9", map[string]any{"nics": []any{map[string]any{"mac": "zz"}}}), ecode.Inval, "invalid MAC"},
 		{create("x10", map[string]any{"nics": []any{map[string]any{"mode": "routed"}}}), ecode.Inval, "needs an IP"},
-		{create("x11", map[string]any{"mode": "import"}), ecode.Inval, "only 'create'"},
+		{create("x11", map[string]any{"mode": "clone"}), ecode.Inval, "Invalid instance creation mode 'clone'"},
+		{create("x12", map[string]any{"mode": "remote-import"}), ecode.Inval, "source_instance_name"},
+		{create("x13", map[string]any{"mode": "remote-import", "source_instance_name": "x"}), ecode.Environ, "domain secret"},
 	}
 	serial := e.cfg.Serial()
 	for _, c := range cases {

@@ -49,7 +49,7 @@ func (p *Processor) newLU(op *opcodes.Op) (LU, error) {
 		return &instanceQueryDataLU{}, nil
 	}
 	// Units of each area are looked up in that area's file.
-	for _, lookup := range []func(id string) LU{tagLU, groupLU, diskLU, osLU} {
+	for _, lookup := range []func(id string) LU{tagLU, groupLU, diskLU, osLU, cryptoLU, backupLU} {
 		if lu := lookup(op.ID); lu != nil {
 			return lu, nil
 		}

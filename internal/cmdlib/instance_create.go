@@ -29,6 +29,8 @@ type instanceCreateLU struct {
 	Start     bool             `json:"start"`
 	NoInstall bool             `json:"no_install"`
 	Debug     int              `json:"debug"`
+	Mode      string           `json:"mode,omitempty"`
+	Import    *importPlan      `json:"import,omitempty"`
 }
 
 func (lu *instanceCreateLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
@@ -50,8 +52,8 @@ func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	if err := CheckName("instance", name); err != nil {
 		return err
 	}
-	if mode := op.Str("mode"); mode != "create" {
-		return ecode.Errorf(ecode.Inval, "Instance creation mode '%s' is not available in this version (only 'create'); exports and imports are not built yet", mode)
+	if err := lu.prereqImport(ctx, p, op); err != nil {
+		return err
 	}
 	if err := p.Cfg.CheckInstanceNameFree(name); err != nil {
 		return err
@@ -98,10 +100,10 @@ func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	}
 	lu.NoInstall = op.Bool("no_install")
 	osName := op.Str("os_type")
-	if osName == "" && !lu.NoInstall {
+	if osName == "" && !lu.NoInstall && lu.Mode == modeCreate {
 		return ecode.Errorf(ecode.Inval, "No guest OS given (os_type); pass one or set no_install")
 	}
-	if osName != "" && contains(c.BlacklistedOS, osBase(osName)) {
+	if osName != "" && lu.Mode == modeCreate && contains(c.BlacklistedOS, osBase(osName)) {
 		return ecode.Errorf(ecode.State, "Guest OS '%s' is not allowed for installation", osBase(osName))
 	}
 	inst.OS = osName
@@ -153,7 +155,7 @@ func (lu *instanceCreateLU) ReleaseAfter(step int) []locking.Level {
 }
 
 // createStepStart is the index of the "start" step below.
-const createStepStart = 3
+const createStepStart = 5
 
 func (lu *instanceCreateLU) Steps() []Step {
 	return []Step{
@@ -179,7 +181,7 @@ func (lu *instanceCreateLU) Steps() []Step {
 			return nil
 		}},
 		{"install-os", func(ctx context.Context, s *StepCtx) error {
-			if lu.NoInstall || lu.Inst.OS == "" {
+			if lu.NoInstall || lu.Inst.OS == "" || lu.Import != nil {
 				return nil
 			}
 			node, err := s.Cfg().MustNode(lu.Node)
@@ -192,6 +194,8 @@ func (lu *instanceCreateLU) Steps() []Step {
 			var r nodeapi.OSReply
 			return s.RPC(ctx, node, nodeapi.OSCreate, args, &r)
 		}},
+		lu.importDisksStep(),
+		lu.renameOSStep(),
 		{"start", func(ctx context.Context, s *StepCtx) error {
 			if !lu.Start {
 				return nil

@@ -25,6 +25,7 @@ import (
 	"github.com/corral/corral/internal/jobqueue"
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/opcodes"
+	"github.com/corral/corral/internal/secret"
 	"github.com/corral/corral/internal/store"
 )
 
@@ -106,9 +107,23 @@ type Processor struct {
 	// Etcd changes the members of a store on etcd as master candidates
 	// come and go; nil for the embedded store.
 	Etcd *EtcdMembership
+	// Secrets holds the cluster domain secret, the HMAC key of moves
+	// between clusters; nil when the master has none.
+	Secrets DomainSecrets
 
 	mu        sync.Mutex
 	recovered map[string]*locking.Held // "job/op" -> locks re-acquired at start-up
+}
+
+// DomainSecrets reads and replaces the cluster domain secret. It is read
+// on each use, so a replaced secret applies without a restart.
+type DomainSecrets interface {
+	DomainSecret() (secret.Secret, error)
+	// StagedDomainSecret is the secret an operator staged on the master
+	// for OP_CLUSTER_RENEW_CRYPTO to install.
+	StagedDomainSecret() (secret.Secret, error)
+	// SetDomainSecret replaces the secret and drops the staged one.
+	SetDomainSecret(secret.Secret) error
 }
 
 // NewProcessor wires a processor.

@@ -66,7 +66,10 @@ type Options struct {
 	MaxMessageBytes int
 	// WatcherInterval is how often the watcher runs (0 = 60 s; < 0 = never).
 	WatcherInterval time.Duration
-	Logger          *slog.Logger
+	// PendingImportTimeout is how long an import may wait for data before
+	// the watcher removes it (0 = DefaultPendingImportTimeout; < 0 = never).
+	PendingImportTimeout time.Duration
+	Logger               *slog.Logger
 	// Failpoints, when armed, kill corrald at named points (crash tests).
 	Failpoints *failpoint.Set
 	// OpenStore opens the store the cluster's store.json names. nil opens
@@ -217,6 +220,7 @@ func openOn(ctx context.Context, opts Options, st store.Store, term *election.Te
 	d.rpc = &nodeRPC{client: client, cfg: d.cfg, term: term, metrics: d.metrics}
 	d.proc = cmdlib.NewProcessor(d.cfg, d.locks, d.rpc, opcodes.Default(), opts.Logger)
 	d.proc.Failpoints = opts.Failpoints
+	d.proc.Secrets = fileSecrets{dir: opts.StateDir}
 	tab := d.proc.Ops
 	var runner jobqueue.OpRunner = d.proc
 	if term != nil {

@@ -68,6 +68,7 @@ func (w *watcher) once(ctx context.Context) {
 		return
 	}
 	d.pruneTokens(ctx)
+	d.sweepImports(ctx)
 	live := d.gatherInstances(ctx, d.cfg.Nodes())
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -6,7 +6,7 @@ import "slices"
 // parameter names. The table is built on each call so no package state can
 // be mutated by a caller.
 func Defs() []Def {
-	return slices.Concat(coreDefs(), tagDefs(), groupDefs(), diskDefs(), osDefs())
+	return slices.Concat(coreDefs(), tagDefs(), groupDefs(), diskDefs(), osDefs(), backupDefs(), cryptoDefs())
 }
 
 // coreDefs are the cluster, node and instance life-cycle opcodes.
@@ -106,6 +106,11 @@ func coreDefs() []Def {
 			{Name: "tags", Type: TStringList, Default: []any{}},
 			{Name: "src_node", Type: TMaybeString, Default: nil},
 			{Name: "src_path", Type: TMaybeString, Default: nil},
+			{Name: "source_handshake", Type: TAny, Default: nil, Doc: "remote-import: the source's signed handshake"},
+			{Name: "source_x509_ca", Type: TMaybeString, Default: nil, Doc: "remote-import: the source's signed certificate"},
+			{Name: "source_instance_name", Type: TMaybeString, Default: nil, Doc: "remote-import: the instance's name on the source"},
+			{Name: "source_shutdown_timeout", Type: TInt, Default: float64(120)},
+			{Name: "compress", Type: TString, Default: "none", Doc: "none | gzip | gzip-fast | gzip-slow | zstd"},
 			{Name: "identify_defaults", Type: TBool, Default: false},
 			{Name: "opportunistic_locking", Type: TBool, Default: false},
 			{Name: "instance_communication", Type: TBool, Default: false},

@@ -1,0 +1,78 @@
+package cmdlib
+
+import (
+	"context"
+
+	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/locking"
+	"github.com/corral/corral/internal/opcodes"
+	"github.com/corral/corral/internal/pki"
+)
+
+// cryptoLU returns the unit of a secret-renewing opcode, nil for others.
+func cryptoLU(id string) LU {
+	if id == "OP_CLUSTER_RENEW_CRYPTO" {
+		return &renewCryptoLU{}
+	}
+	return nil
+}
+
+// renewCryptoLU replaces cluster secrets. The domain secret is written on
+// the master, which reads it on each use: moves signed from then on use
+// the new one, with no restart.
+type renewCryptoLU struct {
+	NewDomainSecret    bool `json:"new_cds"`
+	StagedDomainSecret bool `json:"staged_cds"`
+}
+
+func (lu *renewCryptoLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
+	return []locking.Request{bgl(locking.Exclusive)}
+}
+
+func (lu *renewCryptoLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op) error {
+	for _, o := range []string{"node_certificates", "renew_ssh_keys"} {
+		if op.Bool(o) {
+			return ecode.Errorf(ecode.Inval, "Renewing %s is not available yet", o)
+		}
+	}
+	lu.NewDomainSecret, lu.StagedDomainSecret = op.Bool("new_cluster_domain_secret"), op.Bool("staged_cluster_domain_secret")
+	if lu.NewDomainSecret && lu.StagedDomainSecret {
+		return ecode.Errorf(ecode.Inval, "Give either a new cluster domain secret or a staged one, not both")
+	}
+	if !lu.NewDomainSecret && !lu.StagedDomainSecret {
+		return ecode.Errorf(ecode.Inval, "Nothing to renew")
+	}
+	if p.Secrets == nil {
+		return ecode.Errorf(ecode.Environ, "This master keeps no cluster domain secret")
+	}
+	if lu.StagedDomainSecret {
+		if _, err := p.Secrets.StagedDomainSecret(); err != nil {
+			return ecode.Errorf(ecode.Environ, "%v", err)
+		}
+	}
+	return nil
+}
+
+func (lu *renewCryptoLU) Steps() []Step {
+	return []Step{{"domain-secret", func(ctx context.Context, s *StepCtx) error {
+		v := pki.NewDomainSecret()
+		if lu.StagedDomainSecret {
+			var err error
+			if v, err = s.p.Secrets.StagedDomainSecret(); err != nil {
+				return ecode.Errorf(ecode.Environ, "%v", err)
+			}
+		}
+		if err := s.p.Secrets.SetDomainSecret(v); err != nil {
+			return ecode.ExecErrorf("Could not write the cluster domain secret: %v", err)
+		}
+		if lu.StagedDomainSecret {
+			s.Logf(ctx, "Installed the given cluster domain secret")
+		} else {
+			s.Logf(ctx, "Made a new cluster domain secret")
+		}
+		s.Logf(ctx, "Moves from and to this cluster now need the new secret on the other cluster too")
+		return nil
+	}}}
+}
+
+func (lu *renewCryptoLU) Result() any { return nil }
