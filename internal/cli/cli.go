@@ -217,6 +217,7 @@ other failure.` + remoteHelp,
 	root.AddCommand(cluster, newNodeCmd(a), newInstanceCmd(a), newJobCmd(a), newDebugCmd(a))
 	root.AddCommand(newGroupCmd(a))
 	root.AddCommand(newOSCmd(a))
+	root.AddCommand(newBackupCmd(a))
 	for _, c := range rootExtra {
 		root.AddCommand(c)
 	}

@@ -97,6 +97,20 @@ var opRoutes = map[string]opRoute{
 		body: []string{"mode", "live", "target_node", "cleanup", "allow_failover", "allow_runtime_changes",
 			"ignore_ipolicy", "iallocator", "ignore_hvversions"}},
 
+	// Exports; listing them (OP_BACKUP_QUERY) has no RAPI resource.
+	"OP_BACKUP_PREPARE": {method: http.MethodPut, path: "/2/instances/{instance_name}/prepare-export",
+		query: map[string]string{"dry_run": "dry-run", "mode": "mode"}, body: []string{}},
+	// Ganeti's RAPI documents the export's target as "destination".
+	"OP_BACKUP_EXPORT": {method: http.MethodPut, path: "/2/instances/{instance_name}/export", query: dryRun,
+		finish: func(b map[string]any) any {
+			if v, ok := b["target_node"]; ok {
+				b["destination"] = v
+				delete(b, "target_node")
+			}
+			return b
+		}},
+	"OP_BACKUP_REMOVE": {method: http.MethodDelete, path: "/2/instances/{instance_name}/export", query: dryRun, body: []string{}},
+
 	"OP_NODE_SET_PARAMS": {method: http.MethodPost, path: "/2/nodes/{node_name}/modify", query: dryRun},
 
 	"OP_GROUP_ADD":          {method: http.MethodPost, path: "/2/groups", query: dryRun},
