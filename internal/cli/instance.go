@@ -21,7 +21,7 @@ func defaultInstanceFields() []string {
 func newInstanceCmd(a *app) *cobra.Command {
 	c := newGroup("instance", "Manage instances (virtual machines)",
 		"  corral instance list\n  corral instance add -t file -o debootstrap -s 10G web1\n  corral instance shutdown web1", "i")
-	c.AddCommand(a.instanceAddCmd(), a.instanceListCmd(), a.instanceInfoCmd(), a.instanceConsoleCmd())
+	c.AddCommand(a.instanceAddCmd(), a.instanceListCmd(), a.instanceInfoCmd(), a.instanceConsoleCmd(), a.instanceMoveCmd())
 	c.AddCommand(a.instanceOpCmds()...)
 	c.AddCommand(a.instanceDiskCmds()...)
 	c.AddCommand(tagCommands(a, "instance")...)
