@@ -38,7 +38,7 @@ type Dirs struct {
 
 // ClusterCommands are added under "corral cluster".
 func ClusterCommands(d Dirs) []*cobra.Command {
-	return []*cobra.Command{initCmd(d), destroyCmd(d), backupCmd(d), migrateStoreCmd(d), renewCryptoCmd(d)}
+	return []*cobra.Command{initCmd(d), destroyCmd(d), backupCmd(d), migrateStoreCmd(d), renewCryptoCmd(d), pairCmd(d)}
 }
 
 // RootCommands are added at the top level.

@@ -21,8 +21,6 @@ var renewCryptoLater = []struct {
 	file       bool // takes a FILE argument
 }{
 	{"new-cluster-certificate", "renewing the cluster certificates", false},
-	{"new-cluster-domain-secret", "renewing the cluster domain secret", false},
-	{"cluster-domain-secret", "installing a cluster domain secret", true},
 	{"new-spice-certificate", "SPICE certificates", false},
 	{"spice-certificate", "SPICE certificates", true},
 	{"spice-ca-certificate", "SPICE certificates", true},
@@ -32,11 +30,11 @@ var renewCryptoLater = []struct {
 }
 
 func renewCryptoCmd(d Dirs) *cobra.Command {
-	var newRAPI, force bool
-	var rapiFile string
+	var newRAPI, force, newCDS bool
+	var rapiFile, cdsFile string
 	cmd := &cobra.Command{
-		Use:   "renew-crypto {--new-rapi-certificate | --rapi-certificate FILE} [--force]",
-		Short: "Replace corral-rapi's certificate",
+		Use:   "renew-crypto [--new-rapi-certificate | --rapi-certificate FILE] [--new-cluster-domain-secret | --cluster-domain-secret FILE] [--force]",
+		Short: "Replace corral-rapi's certificate or the cluster domain secret",
 		Long: `Replace corral-rapi's TLS certificate and key, as Ganeti's gnt-cluster
 renew-crypto does for the RAPI certificate:
 
@@ -51,9 +49,20 @@ renew-crypto does for the RAPI certificate:
 The files are replaced atomically with corral-rapi's owner and modes, and
 corral-rapi serves the new certificate from its next TLS handshake, without
 a restart. Run as root on the master node (a new certificate needs the
-cluster CA's key). The other secrets Ganeti's command renews are not
-available yet.`,
-		Example: "  corral cluster renew-crypto --new-rapi-certificate\n  corral cluster renew-crypto --rapi-certificate /root/rapi.pem --force",
+cluster CA's key).
+
+The cluster domain secret is the key that signs the handshakes of instance
+moves between clusters: both clusters of a move must share it.
+
+  --new-cluster-domain-secret   make a new random one
+  --cluster-domain-secret FILE  install the one in FILE (its first line, as
+                                in Ganeti's cluster-domain-secret file), e.g.
+                                the other cluster's
+
+It is replaced by a job (OP_CLUSTER_RENEW_CRYPTO) and corrald uses it from
+the next move on, without a restart. The other secrets Ganeti's command
+renews are not available yet.`,
+		Example: "  corral cluster renew-crypto --new-rapi-certificate\n  corral cluster renew-crypto --rapi-certificate /root/rapi.pem --force\n  corral cluster renew-crypto --cluster-domain-secret /root/other-cluster-domain-secret --force",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, o := range renewCryptoLater {
@@ -61,13 +70,31 @@ available yet.`,
 					return ecode.Errorf(ecode.Inval, "--%s: %s is not available yet", o.flag, o.what)
 				}
 			}
-			if newRAPI == (rapiFile != "") {
-				return ecode.Errorf(ecode.Inval, "give exactly one of --new-rapi-certificate and --rapi-certificate FILE")
+			if newRAPI && rapiFile != "" {
+				return ecode.Errorf(ecode.Inval, "give only one of --new-rapi-certificate and --rapi-certificate FILE")
+			}
+			if newCDS && cdsFile != "" {
+				return ecode.Errorf(ecode.Inval, "give only one of --new-cluster-domain-secret and --cluster-domain-secret FILE")
+			}
+			if !newRAPI && rapiFile == "" && !newCDS && cdsFile == "" {
+				return ecode.Errorf(ecode.Inval, "nothing to renew: give --new-rapi-certificate, --rapi-certificate FILE, --new-cluster-domain-secret or --cluster-domain-secret FILE")
 			}
 			if os.Geteuid() != 0 {
 				return ecode.Errorf(ecode.Environ, "renew-crypto must run as root on the master node: it writes corral-rapi's key and reads the cluster CA's")
 			}
 			l := bootstrap.Layout{StateDir: d.StateDir(), RunDir: d.RunDir()}
+			if !newRAPI && rapiFile == "" {
+				if !force {
+					ok, err := confirm(cmd.InOrStdin(), d.Stdout, "Replace the cluster domain secret? Moves to and from clusters that do not share the new one will fail. Continue?")
+					if err != nil {
+						return err
+					}
+					if !ok {
+						return ecode.Errorf(ecode.Inval, "aborted")
+					}
+				}
+				return renewDomainSecret(cmd.Context(), d, l, cdsFile, d.Stdout)
+			}
 			var bundle []byte
 			if rapiFile != "" {
 				var err error
@@ -103,12 +130,17 @@ available yet.`,
 			if !info.ClusterCA {
 				fmt.Fprintf(d.Stdout, "Note: it does not verify against the cluster CA (%s); clients that use that file will refuse it.\n", l.RAPICA())
 			}
+			if newCDS || cdsFile != "" {
+				return renewDomainSecret(cmd.Context(), d, l, cdsFile, d.Stdout)
+			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.BoolVar(&newRAPI, "new-rapi-certificate", false, "issue corral-rapi a new certificate from the cluster CA")
 	f.StringVar(&rapiFile, "rapi-certificate", "", "install this PEM file (certificate, optional chain, private key) as corral-rapi's certificate")
+	f.BoolVar(&newCDS, "new-cluster-domain-secret", false, "make a new cluster domain secret (a job)")
+	f.StringVar(&cdsFile, "cluster-domain-secret", "", "install the cluster domain secret in FILE (a job)")
 	f.BoolVar(&force, "force", false, "do not ask for confirmation")
 	for _, o := range renewCryptoLater {
 		if o.file {

@@ -85,10 +85,13 @@ func TestRenewCryptoCommand(t *testing.T) {
 		changed bool
 		output  string
 	}{
-		{"nothing asked", "", nil, "exactly one of", false, ""},
-		{"both asked", "", []string{"--new-rapi-certificate", "--rapi-certificate", bundle}, "exactly one of", false, ""},
+		{"nothing asked", "", nil, "nothing to renew", false, ""},
+		{"both asked", "", []string{"--new-rapi-certificate", "--rapi-certificate", bundle}, "only one of", false, ""},
+		{"both secrets asked", "", []string{"--new-cluster-domain-secret", "--cluster-domain-secret", "/x"}, "only one of", false, ""},
 		{"later option", "", []string{"--new-rapi-certificate", "--new-ssh-keys"}, "not available yet", false, ""},
-		{"later file option", "", []string{"--cluster-domain-secret", "/x"}, "not available yet", false, ""},
+		{"later file option", "", []string{"--spice-certificate", "/x"}, "not available yet", false, ""},
+		{"secret declined", "n\n", []string{"--new-cluster-domain-secret"}, "aborted", false, "Continue?"},
+		{"missing secret file", "", []string{"--cluster-domain-secret", filepath.Join(l.StateDir, "nope"), "--force"}, "read secret file", false, ""},
 		{"declined", "n\n", []string{"--new-rapi-certificate"}, "aborted", false, "Continue?"},
 		{"no answer", "", []string{"--new-rapi-certificate"}, "aborted", false, "Continue?"},
 		{"confirmed", "y\n", []string{"--new-rapi-certificate"}, "", true, "certificate replaced: serial"},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/pair"
 )
 
 // luxiHandler dispatches LUXI methods (Ganeti's names and positional
@@ -272,6 +273,14 @@ func (h *luxiHandler) Call(ctx context.Context, method string, args []json.RawMe
 		return q.Stats(), nil
 	case "QueryMetrics":
 		return d.metrics.text()
+	case "PairRedeem":
+		// Corral only: [request] of a cluster joining through a pairing
+		// token (see pair.go).
+		req, err := arg[pair.Request](args, 0, "pairing request")
+		if err != nil {
+			return nil, err
+		}
+		return d.pairRedeem(ctx, req)
 	case "MasterFailover":
 		// [target]: the candidate to hand the role to; null or "" lets
 		// the candidates elect one.

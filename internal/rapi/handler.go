@@ -149,6 +149,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveMetrics(w, r)
 		return
 	}
+	if r.URL.EscapedPath() == PairPath {
+		h.servePair(w, r)
+		return
+	}
 	res, err := h.serve(w, r)
 	if err != nil {
 		h.writeError(w, err)
