@@ -32,6 +32,8 @@ func backupLU(id string) LU {
 		return &backupExportLU{}
 	case "OP_BACKUP_REMOVE":
 		return &backupRemoveLU{}
+	case "OP_BACKUP_CLEANUP":
+		return &backupCleanupLU{}
 	}
 	return nil
 }
@@ -190,6 +192,51 @@ func nilIfEmpty(s string) any {
 	}
 	return s
 }
+
+// ---- cleanup
+
+// backupCleanupLU destroys the transfer key a remote prepare made, for a
+// move that failed before its export began. The key name must carry the
+// domain secret's signature, so only the key this cluster handed out for
+// the move can be named.
+type backupCleanupLU struct {
+	instanceBase
+	KeyName string `json:"key_name"`
+}
+
+func (lu *backupCleanupLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
+	return lu.locks(p, op, locking.Shared)
+}
+
+func (lu *backupCleanupLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op) error {
+	if _, _, err := lu.load(p, op); err != nil {
+		return err
+	}
+	cds, err := p.domainSecret()
+	if err != nil {
+		return err
+	}
+	if lu.KeyName, err = pki.CheckKeyName(cds, op.Params["x509_key_name"]); err != nil {
+		return ecode.Errorf(ecode.Inval, "Invalid x509_key_name: %v", err)
+	}
+	return nil
+}
+
+func (lu *backupCleanupLU) Steps() []Step {
+	return []Step{{"remove-key", func(ctx context.Context, s *StepCtx) error {
+		_, node, err := lu.load(s.p, s.Op())
+		if err != nil {
+			return err
+		}
+		if err := s.RPC(ctx, node, nodeapi.X509CertRemove, nodeapi.X509CertRemoveArgs{Name: lu.KeyName}, nil); err != nil {
+			return ecode.ExecErrorf("Could not remove transfer key %s on %s: %v", lu.KeyName, node.Name, err)
+		}
+		s.Logf(ctx, "Removed transfer key %s on %s", lu.KeyName, node.Name)
+		return nil
+	}}}
+}
+
+func (lu *backupCleanupLU) Result() any { return nil }
 
 // ---- remove
 

@@ -255,7 +255,7 @@ func (r *run) follower(side Side, c *Cluster, onLog func(logEntry) error) *follo
 }
 
 // source is the source half: information, prepare-export, export.
-func (r *run) source(ctx context.Context) error {
+func (r *run) source(ctx context.Context) (err error) {
 	src, name := r.m.Src, r.req.Instance
 	fail := func(err error) error { return src.sideErr(Source, err) }
 	if err := src.version(ctx); err != nil {
@@ -299,6 +299,11 @@ func (r *run) source(ctx context.Context) error {
 		return fail(err)
 	}
 	r.m.say(name, Source, "export prepared (job %d): transfer certificate issued", id)
+	defer func() {
+		if err != nil {
+			r.releaseKey(ctx, exp)
+		}
+	}()
 	r.toDest <- srcInfo{details: d, exp: exp}
 
 	var ii *ImportInfo
@@ -335,11 +340,30 @@ func (r *run) source(ctx context.Context) error {
 		return fail(err)
 	}
 	if r.req.Overrides.KeepSource {
-		r.m.say(name, Source, "export done; the instance stays on the source, shut down")
+		r.m.say(name, Source, "export done; the instance stays on the source (started again if it ran)")
 	} else {
 		r.m.say(name, Source, "export done; the instance was removed from the source")
 	}
 	return nil
+}
+
+// releaseKey destroys the source's transfer key after a failed move
+// (DELETE prepare-export, Corral's cleanup of a prepared export): the
+// export removes it itself once it has run, so this matters when the move
+// failed before.
+func (r *run) releaseKey(ctx context.Context, exp *ExportInfo) {
+	src, name := r.m.Src, r.req.Instance
+	gctx, cancel := r.m.grace(ctx)
+	defer cancel()
+	id, err := src.submit(gctx, http.MethodDelete, instancePath(name, "prepare-export"), nil, map[string]any{"x509_key_name": exp.X509KeyName})
+	if err == nil {
+		_, err = r.follower(Source, src, func(logEntry) error { return nil }).follow(gctx, id)
+	}
+	if err != nil {
+		r.m.say(name, Source, "could not remove the transfer key of the failed move (it expires within a day): %v", err)
+		return
+	}
+	r.m.say(name, Source, "removed the transfer key of the failed move")
 }
 
 // checkExportResult checks an export's [finalize_ok, [disk_ok...]].

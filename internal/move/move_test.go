@@ -219,11 +219,15 @@ func TestDestinationFailureReports(t *testing.T) {
 	if ecode.ClassOf(err) != ecode.Exists || !strings.Contains(err.Error(), "destination cluster: job 101: Instance 'web1' is already in the cluster") {
 		t.Errorf("error %q (class %s)", err, ecode.ClassOf(err))
 	}
-	// Nothing was in flight on the source: no cancel, no export.
+	// Nothing was in flight on the source: no cancel, no export; the
+	// prepared transfer key is given back.
 	for _, r := range p.src.requests() {
-		if strings.HasPrefix(r, "DELETE") || strings.Contains(r, "/export") && !strings.Contains(r, "prepare-export") {
+		if strings.HasPrefix(r, "DELETE /2/jobs") || strings.Contains(r, "/export") && !strings.Contains(r, "prepare-export") {
 			t.Errorf("source got %s after the destination failed", r)
 		}
+	}
+	if rel, ok := p.src.request("DELETE", "/2/instances/web1/prepare-export"); !ok || rel.Body == nil {
+		t.Errorf("the source's transfer key was not released: %q", p.src.requests())
 	}
 	if !strings.Contains(p.out.String(), "[web1] FAILED: moving web1 failed") {
 		t.Errorf("output:\n%s", p.out)
@@ -255,8 +259,11 @@ func TestSourceExportFailureCancelsDestination(t *testing.T) {
 	if !slices.Contains(p.dst.requests(), "DELETE /2/jobs/101") {
 		t.Errorf("the destination job was not canceled: %q", p.dst.requests())
 	}
-	if slices.ContainsFunc(p.src.requests(), func(r string) bool { return strings.HasPrefix(r, "DELETE") }) {
+	if slices.ContainsFunc(p.src.requests(), func(r string) bool { return strings.HasPrefix(r, "DELETE /2/jobs") }) {
 		t.Errorf("the failed source job was canceled too: %q", p.src.requests())
+	}
+	if !slices.Contains(p.src.requests(), "DELETE /2/instances/web1/prepare-export") {
+		t.Errorf("the source's transfer key was not released: %q", p.src.requests())
 	}
 }
 

@@ -33,5 +33,11 @@ func backupDefs() []Def {
 		{ID: "OP_BACKUP_REMOVE", KeyPrm: "instance_name", Doc: "remove an instance's exports", Params: []Param{
 			inst,
 		}},
+		// Corral only: a move that fails before its export started gives
+		// back the transfer key its prepare step made.
+		{ID: "OP_BACKUP_CLEANUP", KeyPrm: "instance_name", Doc: "destroy the transfer key of a prepared export that will not run (Corral only)", Params: []Param{
+			inst,
+			{Name: "x509_key_name", Type: TAny, Required: true, Doc: "the signed key name the prepare step returned"},
+		}},
 	}
 }

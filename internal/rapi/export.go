@@ -24,6 +24,25 @@ func (h *Handler) instancePrepareExport(ctx context.Context, rq *request) (any, 
 	return h.submit(ctx, rq, "OP_BACKUP_PREPARE", static, nil)
 }
 
+// instancePrepareExportCleanup answers DELETE /2/instances/[i]/prepare-export
+// (Corral only): OP_BACKUP_CLEANUP with the signed x509_key_name of the
+// body, for a move that failed before its export began.
+func (h *Handler) instancePrepareExportCleanup(ctx context.Context, rq *request) (any, error) {
+	body, err := rq.bodyDict(nil)
+	if err != nil {
+		return nil, err
+	}
+	key, ok := body["x509_key_name"]
+	if !ok {
+		return nil, errf(http.StatusBadRequest, "Missing the signed 'x509_key_name' of the prepared export")
+	}
+	static, err := rq.staticParams(map[string]any{"instance_name": rq.params[0], "x509_key_name": key}, "dry-run")
+	if err != nil {
+		return nil, err
+	}
+	return h.submit(ctx, rq, "OP_BACKUP_CLEANUP", static, nil)
+}
+
 // exportDefaults are OP_BACKUP_EXPORT's parameters a request leaves out,
 // as Ganeti's RAPI documents them; they are written into the opcode so that
 // the job shows what it does.

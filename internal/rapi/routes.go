@@ -72,7 +72,7 @@ func (h *Handler) buildRoutes() []route {
 		r("/2/instances/{name}/deactivate-disks", "instances_name_deactivate_disks", map[string]method{U: write(h.instanceDeactivateDisks())}),
 		notYet("/2/instances/{name}/recreate-disks", "disk re-creation (OP_INSTANCE_RECREATE_DISKS)", P),
 		r("/2/instances/{name}/disk/{id}/grow", "instances_name_disk_grow", map[string]method{P: write(h.instanceGrowDisk)}),
-		r("/2/instances/{name}/prepare-export", "instances_name_prepare_export", map[string]method{U: write(h.instancePrepareExport)}),
+		r("/2/instances/{name}/prepare-export", "instances_name_prepare_export", map[string]method{U: write(h.instancePrepareExport), D: write(h.instancePrepareExportCleanup)}),
 		r("/2/instances/{name}/export", "instances_name_export", map[string]method{U: write(h.instanceExport),
 			D: write(h.instanceAction("OP_BACKUP_REMOVE", []string{}, []string{"dry-run"}, nil))}),
 		notYet("/2/instances/{name}/migrate", "instance migration (OP_INSTANCE_MIGRATE)", U),

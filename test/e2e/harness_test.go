@@ -73,6 +73,7 @@ type clusterOpts struct {
 	imageDir    string
 	watcher     time.Duration
 	corraldArgs []string // extra corrald flags, e.g. "--max-connections", "50"
+	osDir       string   // OS definitions (default: the repository's os/)
 }
 
 func requireRoot(t *testing.T) {
@@ -95,8 +96,11 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	if o.osDir == "" {
+		o.osDir = filepath.Join(repoDir, "os")
+	}
 	st, err := devcluster.Up(ctx, devcluster.Options{
-		StateDir: dir, Nodes: o.nodes, BinDir: binDir, OSDir: filepath.Join(repoDir, "os"),
+		StateDir: dir, Nodes: o.nodes, BinDir: binDir, OSDir: o.osDir,
 		ImageDir: o.imageDir, Hypervisors: o.hypervisors, WatcherEvery: o.watcher, CorraldArgs: o.corraldArgs,
 		Log: func(f string, a ...any) { t.Logf(f, a...) },
 	})
