@@ -26,7 +26,10 @@ import (
 func TestMoveRefusals(t *testing.T) {
 	osDir := osDirWithMover(t)
 	a := newCluster(t, clusterOpts{nodes: 1, hypervisors: []string{"fake"}, osDir: osDir})
-	b := newCluster(t, clusterOpts{nodes: 1, hypervisors: []string{"fake"}, osDir: osDir})
+	// The destination's watcher removes imports that wait for data
+	// longer than 8 s (far longer than any step of this test needs).
+	b := newCluster(t, clusterOpts{nodes: 1, hypervisors: []string{"fake"}, osDir: osDir,
+		watcher: time.Second, corraldArgs: []string{"--pending-import-timeout", "8s"}})
 	pairClusters(t, a, b)
 	a.mustSucceed(map[string]any{"OP_ID": "OP_INSTANCE_CREATE", "instance_name": "r1", "disk_template": "file",
 		"disks": []any{map[string]any{"size": 16}}, "nics": []any{}, "os_type": "mover", "pnode": "node1"})
@@ -159,6 +162,20 @@ func TestMoveRefusals(t *testing.T) {
 	}
 	release(key)
 	nothingLeft("truncated stream")
+
+	// A source that never comes: the watcher removes the waiting import,
+	// and the job's revert the instance.
+	hs, key, ca = prep()
+	id = b.submitOne(importOp(hs, ca))
+	b.remoteImportEntry(id)
+	if st, res := b.waitJob(id, time.Minute); st != "error" || !strings.Contains(fmt.Sprint(res), "aborted") {
+		t.Errorf("an import nobody sends to ended %s: %v", st, res)
+	}
+	if log := b.logSince("corrald", 0); !strings.Contains(log, "removed an import that received nothing") {
+		t.Error("the watcher did not log the removal")
+	}
+	release(key)
+	nothingLeft("source never came")
 }
 
 // failingReader gives zeros, then fails: a source disk that breaks.
