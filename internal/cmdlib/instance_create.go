@@ -154,11 +154,13 @@ func (lu *instanceCreateLU) ReleaseAfter(step int) []locking.Level {
 	return nil
 }
 
-// createStepStart is the index of the "start" step below.
-const createStepStart = 5
+// startStep is the index of the "start" step: the last one. An import has
+// two more steps before it (filling the disks, the rename script); a plain
+// create does not pay for their commits.
+func (lu *instanceCreateLU) startStep() int { return len(lu.Steps()) - 1 }
 
 func (lu *instanceCreateLU) Steps() []Step {
-	return []Step{
+	steps := []Step{
 		{"reserve", func(ctx context.Context, s *StepCtx) error {
 			s.Tx().PutInstance(lu.Inst.Clone())
 			s.Logf(ctx, "Placing instance %s on node %s", lu.Inst.Name, lu.Node)
@@ -194,29 +196,30 @@ func (lu *instanceCreateLU) Steps() []Step {
 			var r nodeapi.OSReply
 			return s.RPC(ctx, node, nodeapi.OSCreate, args, &r)
 		}},
-		lu.importDisksStep(),
-		lu.renameOSStep(),
-		{"start", func(ctx context.Context, s *StepCtx) error {
-			if !lu.Start {
-				return nil
-			}
-			node, err := s.Cfg().MustNode(lu.Node)
-			if err != nil {
-				return err
-			}
-			s.Logf(ctx, "Starting instance %s", lu.Inst.Name)
-			inst, err := s.Cfg().MustInstance(lu.Inst.UUID)
-			if err != nil {
-				return err
-			}
-			if err := s.RPC(ctx, node, nodeapi.InstanceStart, nodeapi.InstanceArgs{Instance: s.p.Spec(inst)}, nil); err != nil {
-				return err
-			}
-			inst.AdminState = config.AdminUp
-			s.Tx().PutInstance(inst)
-			return nil
-		}},
 	}
+	if lu.Import != nil {
+		steps = append(steps, lu.importDisksStep(), lu.renameOSStep())
+	}
+	return append(steps, Step{"start", func(ctx context.Context, s *StepCtx) error {
+		if !lu.Start {
+			return nil
+		}
+		node, err := s.Cfg().MustNode(lu.Node)
+		if err != nil {
+			return err
+		}
+		s.Logf(ctx, "Starting instance %s", lu.Inst.Name)
+		inst, err := s.Cfg().MustInstance(lu.Inst.UUID)
+		if err != nil {
+			return err
+		}
+		if err := s.RPC(ctx, node, nodeapi.InstanceStart, nodeapi.InstanceArgs{Instance: s.p.Spec(inst)}, nil); err != nil {
+			return err
+		}
+		inst.AdminState = config.AdminUp
+		s.Tx().PutInstance(inst)
+		return nil
+	}})
 }
 
 // Revert removes what a failed create left: disks and the reservation.
@@ -224,7 +227,7 @@ func (lu *instanceCreateLU) Revert(ctx context.Context, s *StepCtx, failed error
 	if lu.Inst == nil {
 		return
 	}
-	if s.step >= createStepStart {
+	if s.step >= lu.startStep() {
 		// As Ganeti: an installed instance that fails to start stays, so
 		// the operator can look at it; only the job fails. Make sure it is
 		// not left running while the configuration says down.
