@@ -86,14 +86,17 @@ NIC N. With --opportunistic-tries N the first N creation attempts only take
 nodes nobody else holds and are retried after --opportunistic-delay seconds
 (varied by 15%) when those are busy.
 
---dry-run moves no data: it checks that both clusters answer, that the
-credentials may write, that each instance exists, has the source prepare the
-export and asks the destination to check the creation (dry-run=1). That
-answer proves the domain secret is shared, the source certificate accepted,
-the name free and the room, hypervisor and disk template available. Its only
-side effect is the transfer certificate prepare-export issues on the source
-primary node; it is short-lived, and is swept when it expires. A checklist
-of ok/FAILED lines is printed; any failure exits non-zero.`,
+--dry-run moves no data and changes nothing: it checks that both clusters
+answer, that the credentials may write and that each instance exists, has the
+source sign a handshake (prepare-export in dry-run mode, which makes no
+transfer certificate) and asks the destination to check the creation
+(dry-run=1). That answer proves the domain secret is shared, the name free
+and the room, hypervisor and disk template available. A checklist of
+ok/FAILED lines is printed; any failure exits non-zero.
+
+When a move fails after the source prepared it, the source's unused transfer
+key is destroyed (DELETE prepare-export); a failed import removes what it
+created.`,
 		Example: `  corral instance move --src-ca-file src-ca.pem --dest-ca-file dst-ca.pem \
       --src-username mover --src-password-file pw cluster1 cluster2 web1
   corral instance move --dry-run --src-ca-file ca.pem --src-username mover \
