@@ -182,19 +182,8 @@ instance's parameters; --disk, --net, -B and -H override them (same syntax as
 			if srcNode != "" {
 				op["src_node"] = srcNode
 			}
-			if hv != "" {
-				g, err := parseGroups("-H", []string{hv}, false)
-				if err != nil {
-					return err
-				}
-				for name, params := range g {
-					op["hypervisor"], op["hvparams"] = name, params
-				}
-			}
-			if be != "" {
-				if op["beparams"], err = parseBEParams("-B", be, false); err != nil {
-					return err
-				}
+			if err := applyHVBE(op, hv, be); err != nil {
+				return err
 			}
 			return a.runJob(cmd, &o, op, nil)
 		},

@@ -93,19 +93,8 @@ without --net the instance gets one NIC with the cluster's defaults, with
 			if node != "" {
 				op["pnode"] = node
 			}
-			if hv != "" {
-				g, err := parseGroups("-H", []string{hv}, false)
-				if err != nil {
-					return err
-				}
-				for name, params := range g {
-					op["hypervisor"], op["hvparams"] = name, params
-				}
-			}
-			if be != "" {
-				if op["beparams"], err = parseBEParams("-B", be, false); err != nil {
-					return err
-				}
+			if err := applyHVBE(op, hv, be); err != nil {
+				return err
 			}
 			if osp != "" {
 				if op["osparams"], err = parseParams("-O", osp, false); err != nil {
@@ -356,4 +345,26 @@ what it prints comes back.`,
 			return a.env.Console(cmd.Context(), args[0], cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
+}
+
+// applyHVBE sets an instance opcode's hypervisor, hvparams and beparams from
+// the -H HV[:key=value,...] and -B key=value,... options, when given.
+func applyHVBE(op map[string]any, hv, be string) error {
+	if hv != "" {
+		g, err := parseGroups("-H", []string{hv}, false)
+		if err != nil {
+			return err
+		}
+		for name, params := range g {
+			op["hypervisor"], op["hvparams"] = name, params
+		}
+	}
+	if be != "" {
+		p, err := parseBEParams("-B", be, false)
+		if err != nil {
+			return err
+		}
+		op["beparams"] = p
+	}
+	return nil
 }
