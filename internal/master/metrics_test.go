@@ -62,6 +62,21 @@ func TestDaemonMetrics(t *testing.T) {
 	}
 	d.metrics.nodeRPC("instance_list", time.Now(), nil)
 	d.metrics.nodeRPC("instance_list", time.Now(), fmt.Errorf("x: %w", rpc.ErrUnreachable))
+	// A job's duration is recorded when the queue finalises it, which may
+	// come just after its status turned to success: wait for the last one
+	// (reading the metrics directly, which counts no LUXI request).
+	for {
+		text, _ := d.metrics.text()
+		fams, _ := metrics.ParseText(text)
+		if n, _ := fams.Value("corral_job_seconds_count", "op", "OP_TEST_DELAY"); n >= jobs {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the jobs' durations were never recorded")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 
 	res, err := h.Call(ctx, "QueryMetrics", nil)
 	if err != nil {
