@@ -2,10 +2,11 @@
 # Installs the Debian packages Corral needs to build, run and test: qemu for
 # the kvm hypervisor, e2fsprogs and busybox-static for the tiny OS and the
 # guest image, iproute2 for taps and bridges, etcd-server for the etcd store
-# backend and etcd-client for restoring its snapshots. Idempotent; needs
-# root.
+# backend and etcd-client for restoring its snapshots, systemd for
+# systemd-analyze, systemd-sysusers and systemd-tmpfiles, which check the
+# packaged units (they need no running systemd). Idempotent; needs root.
 set -euo pipefail
-pkgs=(qemu-system-x86 qemu-utils socat busybox-static cpio e2fsprogs iproute2 lz4 make gcc etcd-server etcd-client python3-ganeti-rapi)
+pkgs=(qemu-system-x86 qemu-utils socat busybox-static cpio e2fsprogs iproute2 lz4 make gcc etcd-server etcd-client python3-ganeti-rapi systemd)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

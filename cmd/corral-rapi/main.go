@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corral/corral/internal/privsep"
 	"github.com/corral/corral/internal/rapi"
 )
 
@@ -52,8 +53,8 @@ func run(args []string) error {
 	if *maxClients < 1 {
 		return errors.New("--max-clients must be at least 1")
 	}
-	if os.Geteuid() == 0 && !*allowRoot {
-		return errors.New("refusing to run as root; run as the corral-rapi user or pass --allow-root")
+	if err := privsep.RAPI(privsep.Resolve(os.Geteuid()), privsep.RAPIFacts(*keyFile, *allowRoot)); err != nil {
+		return err
 	}
 	lvl := slog.LevelInfo
 	if *debug {

@@ -30,6 +30,7 @@ import (
 	"github.com/corral/corral/internal/nodeapi"
 	"github.com/corral/corral/internal/opcodes"
 	"github.com/corral/corral/internal/pki"
+	"github.com/corral/corral/internal/privsep"
 	"github.com/corral/corral/internal/query"
 	"github.com/corral/corral/internal/rpc"
 	"github.com/corral/corral/internal/store"
@@ -135,8 +136,10 @@ type Daemon struct {
 // is a master candidate: it stands by until elected, and returns an error
 // matching ErrTermEnded when its term as master ends.
 func Run(ctx context.Context, opts Options) error {
-	if os.Geteuid() == 0 {
-		return errors.New("corrald must not run as root: run it as the corral-master user (corral dev up and the service unit do)")
+	// The store, the CA key and the domain secret are readable by their
+	// owner only: refuse root and any user but the state's owner.
+	if err := privsep.Master(privsep.Resolve(os.Geteuid()), privsep.MasterFacts(opts.StateDir)); err != nil {
+		return err
 	}
 	if opts.OpenStore != nil {
 		// Without a custom opener only bbolt can be opened: no election.
