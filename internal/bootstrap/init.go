@@ -36,6 +36,9 @@ type InitOptions struct {
 	NodeDirName string
 	// Users: when false (tests as non-root) files keep the caller's owner.
 	SetOwners bool
+	// UIDPool is the cluster's uid pool; when set, kvm instances default to
+	// security_model pool with use_chroot.
+	UIDPool [][2]uint32
 }
 
 // Init creates the cluster. It refuses to overwrite an existing one.
@@ -224,6 +227,7 @@ func writeConfig(ctx context.Context, o InitOptions, path string) error {
 	for _, h := range []string{hypervisor.KVM, hypervisor.Fake} {
 		hvp[h] = config.Fill(typed(hypervisor.DefaultParams(h)), o.HVParams[h])
 	}
+	confinedDefaults(o, hvp)
 	c := &config.Cluster{
 		Meta:                 config.Meta{Name: o.Name},
 		ClusterName:          o.Name,
@@ -244,6 +248,7 @@ func writeConfig(ctx context.Context, o InitOptions, path string) error {
 		HiddenOS:             []string{},
 		BlacklistedOS:        []string{},
 		ConfigVersion:        config.ConfigVersion,
+		UIDPool:              o.UIDPool,
 	}
 	g := &config.NodeGroup{Meta: config.Meta{Name: "default"}, AllocPolicy: "preferred", NDParams: config.Params{}}
 	m := &config.Node{Meta: config.Meta{Name: o.MasterName}, PrimaryIP: o.MasterIP, SecondaryIP: o.MasterIP,

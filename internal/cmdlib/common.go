@@ -87,6 +87,7 @@ func (p *Processor) Spec(inst *config.Instance) nodeapi.InstanceSpec {
 		PrimaryNodeUUID: inst.PrimaryNode, CTime: inst.CTime, MTime: inst.MTime,
 		HVParams: hv.Strings(), BEParams: be.Strings(), OSParams: osp.Strings(),
 		MemoryMiB: config.MemoryMiB(be), VCPUs: config.VCPUs(be), DiskTemplate: inst.DiskTemplate,
+		UIDPool: c.UIDPool,
 	}
 	for i, d := range inst.Disks {
 		s.Disks = append(s.Disks, nodeapi.DiskSpec{UUID: d.UUID, Name: d.Name, Index: i, SizeMiB: d.SizeMiB, Mode: d.Mode})

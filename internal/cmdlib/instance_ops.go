@@ -559,13 +559,14 @@ func (lu *instanceQueryDataLU) Prereq(ctx context.Context, p *Processor, op *opc
 	lu.Out = map[string]any{}
 	for _, inst := range insts {
 		node, _ := p.Cfg.Node(inst.PrimaryNode)
-		var runState any = nil
+		var runState, confinement any
 		if !op.Bool("static") && node != nil && !node.Offline {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			run, err := p.running(rctx, inst, node)
+			ri, err := p.runningInfo(rctx, inst, node)
 			cancel()
 			if err == nil {
-				runState = map[bool]string{true: "up", false: "down"}[run]
+				runState = map[bool]string{true: "up", false: "down"}[ri != nil]
+				confinement = confinementInfo(ri)
 			}
 		}
 		spec := p.Spec(inst)
@@ -591,6 +592,9 @@ func (lu *instanceQueryDataLU) Prereq(ctx context.Context, p *Processor, op *opc
 			"os_instance": inst.OSParams, "os_actual": publicOSParams(c, inst),
 			"disk_template": inst.DiskTemplate, "disks": disks, "nics": nics,
 			"ctime": inst.CTime, "mtime": inst.MTime, "serial_no": inst.Serial, "tags": inst.Tags,
+		}
+		if confinement != nil {
+			lu.Out[inst.Name].(map[string]any)["confinement"] = confinement
 		}
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/uidpool"
 )
 
 // Hypervisor names.
@@ -64,6 +65,8 @@ type InstanceSpec struct {
 	NetworkPort int
 	Disks       []DiskSpec
 	NICs        []NICSpec
+	// UIDPool is the cluster's uid pool, used by security_model pool.
+	UIDPool uidpool.Pool
 }
 
 // State is what a hypervisor reports about an instance it runs.
@@ -85,6 +88,8 @@ type RunningInstance struct {
 	VCPUs     int
 	PID       int // 0 when there is no process (fake)
 	StartedAt time.Time
+	// Confinement is nil where the hypervisor does not confine (fake).
+	Confinement *Confinement
 }
 
 // NodeResources is the node's memory and CPU as the hypervisor sees them. Disk

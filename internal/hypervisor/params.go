@@ -98,7 +98,7 @@ var kvmParams = map[string]param{
 	ParamCPUType:        {"", checkWord(",+=")},
 	ParamMachineVersion: {"", checkWord("")},
 	ParamRebootBehavior: {RebootReboot, checkEnum(RebootReboot, RebootExit)},
-	ParamSecurityModel:  {SecurityNone, checkEnum(SecurityNone, SecurityUser)},
+	ParamSecurityModel:  {SecurityNone, checkEnum(SecurityNone, SecurityUser, SecurityPool)},
 	ParamSecurityDomain: {"", checkUserName},
 	ParamUseChroot:      {"false", checkBool},
 	ParamUseLocaltime:   {"false", checkBool},

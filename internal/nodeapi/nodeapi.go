@@ -91,6 +91,8 @@ type InstanceSpec struct {
 	DiskTemplate    string            `json:"disk_template"`
 	Disks           []DiskSpec        `json:"disks"`
 	NICs            []NICSpec         `json:"nics"`
+	// UIDPool is the cluster's uid pool, for hvparam security_model pool.
+	UIDPool [][2]uint32 `json:"uid_pool,omitempty"`
 }
 
 // InstanceArgs carries one instance.
@@ -125,6 +127,9 @@ type RunningInstance struct {
 	// "" when the instance has none (the console opcode builds its socat
 	// command from it).
 	SerialSocket string `json:"serial_socket,omitempty"`
+	// Confinement says how the process is confined; nil where the
+	// hypervisor does not confine (fake).
+	Confinement *Confinement `json:"confinement,omitempty"`
 }
 
 // InstanceListArgs lists running instances of some hypervisors.

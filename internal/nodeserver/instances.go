@@ -16,6 +16,7 @@ import (
 	"github.com/corral/corral/internal/osapi"
 	"github.com/corral/corral/internal/secret"
 	"github.com/corral/corral/internal/storage"
+	"github.com/corral/corral/internal/uidpool"
 )
 
 func diskOf(tmpl string, d nodeapi.DiskSpec) storage.Disk {
@@ -25,7 +26,8 @@ func diskOf(tmpl string, d nodeapi.DiskSpec) storage.Disk {
 // hvSpec turns the master's instance description into the hypervisor's,
 // with the node-local disk paths and tap names.
 func (s *Server) hvSpec(in nodeapi.InstanceSpec) (hypervisor.InstanceSpec, error) {
-	spec := hypervisor.InstanceSpec{Name: in.Name, UUID: in.UUID, MemoryMiB: in.MemoryMiB, VCPUs: in.VCPUs, HVParams: in.HVParams}
+	spec := hypervisor.InstanceSpec{Name: in.Name, UUID: in.UUID, MemoryMiB: in.MemoryMiB, VCPUs: in.VCPUs, HVParams: in.HVParams,
+		UIDPool: uidpool.FromArrays(in.UIDPool)}
 	b, err := s.backend(in.DiskTemplate)
 	if err != nil {
 		return spec, err
@@ -57,24 +59,25 @@ func (s *Server) instanceStart(ctx context.Context, a nodeapi.InstanceArgs) (any
 	if r, err := h.Info(ctx, in.Name); err == nil && r != nil && r.UUID == in.UUID {
 		return nil, nil // already running: touch neither its disks nor its network
 	}
-	if m := in.HVParams["security_model"]; m != "" && m != "none" {
-		// Disks and taps are handed to corral-qemu; other users arrive with
-		// the uid pool and per-instance confinement.
-		return nil, ecode.Errorf(ecode.Inval, "security_model %q is not available in this version (use none: qemu runs as %s)", m, s.opts.QemuUser)
+	owner, err := s.qemuOwnerFor(ctx, h, spec)
+	if err != nil {
+		return nil, err
 	}
 	if in.Hypervisor == hypervisor.KVM {
 		// qemu runs unprivileged: it must be able to open its disks, and
 		// nobody else may read them.
 		for _, d := range spec.Disks {
-			if s.qemuUID >= 0 && os.Geteuid() == 0 {
-				if err := os.Chown(d.Path, s.qemuUID, s.qemuGID); err != nil {
-					return nil, ecode.Errorf(ecode.Environ, "cannot hand disk %s to %s: %v", d.Path, s.opts.QemuUser, err)
+			if owner.uid >= 0 && os.Geteuid() == 0 {
+				if err := os.Chown(d.Path, owner.uid, owner.gid); err != nil {
+					owner.release()
+					return nil, ecode.Errorf(ecode.Environ, "cannot hand disk %s to uid %d: %v", d.Path, owner.uid, err)
 				}
 			}
 		}
 		for i, n := range spec.NICs {
-			if err := netdev.CreateTap(n.Tap, s.opts.QemuUser, n.Mode, n.Link, n.IP); err != nil {
+			if err := netdev.CreateTap(n.Tap, owner.name, n.Mode, n.Link, n.IP); err != nil {
 				s.deleteTaps(hypervisor.InstanceSpec{NICs: spec.NICs[:i]})
+				owner.release()
 				return nil, ecode.Errorf(ecode.Environ, "network for NIC %d of %s: %v", n.Index, in.Name, err)
 			}
 		}
@@ -84,6 +87,7 @@ func (s *Server) instanceStart(ctx context.Context, a nodeapi.InstanceArgs) (any
 		if in.Hypervisor == hypervisor.KVM {
 			s.deleteTaps(spec)
 		}
+		owner.release()
 		return nil, err
 	}
 	s.opts.Failpoints.Hit(failpoint.NodeInstanceStarted)
@@ -118,6 +122,7 @@ func (s *Server) instanceShutdown(ctx context.Context, a nodeapi.ShutdownArgs) (
 	s.opts.Failpoints.Hit(failpoint.NodeInstanceStopped)
 	if spec, err := s.hvSpec(in); err == nil {
 		s.deleteTaps(spec)
+		s.reclaimDisks(spec)
 	}
 	s.log.Info("instance stopped", "instance", in.Name)
 	return nil, nil
@@ -149,7 +154,8 @@ func (s *Server) instanceList(ctx context.Context, a nodeapi.InstanceListArgs) (
 		}
 		for _, r := range l {
 			out = append(out, nodeapi.RunningInstance{Name: r.Name, UUID: r.UUID, State: string(r.State),
-				MemoryMiB: r.MemoryMiB, VCPUs: r.VCPUs, PID: r.PID, SerialSocket: serialSocket(h, r.Name)})
+				MemoryMiB: r.MemoryMiB, VCPUs: r.VCPUs, PID: r.PID, SerialSocket: serialSocket(h, r.Name),
+				Confinement: confinementOf(r.Confinement)})
 		}
 	}
 	return out, nil

@@ -25,6 +25,8 @@ type Runtime struct {
 	// RunWith selects qemu 9's "-run-with user=,chroot=" instead of the older
 	// -runas and -chroot options.
 	RunWith bool
+	// Sandbox adds qemu's seccomp filter (-sandbox), where qemu has one.
+	Sandbox bool
 	// NoDirectIO lists disk indexes whose files refuse O_DIRECT (tmpfs, some
 	// network file systems): cache=none would fail there, so they get
 	// writeback.
@@ -202,6 +204,9 @@ func BuildCommand(spec hypervisor.InstanceSpec, rt Runtime) ([]string, error) {
 		if chroot != "" {
 			argv = append(argv, "-chroot", chroot)
 		}
+	}
+	if rt.Sandbox {
+		argv = append(argv, "-sandbox", sandboxOption)
 	}
 	return argv, nil
 }

@@ -18,10 +18,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"runtime"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -54,6 +53,9 @@ type Options struct {
 	// StartTimeout bounds qemu's start-up until it has daemonized; default 60s.
 	StartTimeout time.Duration
 	Logger       *slog.Logger
+	// CgroupMountinfo is where the cgroup mounts are read from; default
+	// /proc/self/mountinfo. "none" turns per-instance cgroups off.
+	CgroupMountinfo string
 }
 
 // Hypervisor is the kvm driver.
@@ -61,9 +63,15 @@ type Hypervisor struct {
 	opts Options
 	log  *slog.Logger
 
-	mu      sync.Mutex
-	locks   map[string]*sync.Mutex // per instance name: start/stop/cleanup
-	runWith map[string]bool        // per qemu binary: supports -run-with
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex // per instance name: start/stop/cleanup
+	help  map[string]qemuHelp    // per qemu binary: what its -help offers
+}
+
+// qemuHelp is what the driver learns from a qemu binary's -help.
+type qemuHelp struct {
+	runWith bool // -run-with user=,chroot=
+	sandbox bool // -sandbox (built with seccomp)
 }
 
 var _ hypervisor.Hypervisor = (*Hypervisor)(nil)
@@ -105,10 +113,10 @@ func New(opts Options) (*Hypervisor, error) {
 		return nil, fmt.Errorf("kvm: %w", err)
 	}
 	return &Hypervisor{
-		opts:    opts,
-		log:     log.With("hypervisor", hypervisor.KVM),
-		locks:   map[string]*sync.Mutex{},
-		runWith: map[string]bool{},
+		opts:  opts,
+		log:   log.With("hypervisor", hypervisor.KVM),
+		locks: map[string]*sync.Mutex{},
+		help:  map[string]qemuHelp{},
 	}, nil
 }
 
@@ -170,7 +178,9 @@ func (h *Hypervisor) Start(ctx context.Context, spec hypervisor.InstanceSpec) er
 	}
 	if old != nil {
 		h.log.Info("removing leftovers of a stopped instance", "instance", spec.Name)
-		if err := h.cleanup(old); err != nil {
+		// The same instance keeps the pool uid the node may have handed its
+		// disks to already.
+		if err := h.cleanupKeepUID(old, old.Spec.UUID == spec.UUID); err != nil {
 			return err
 		}
 	}
@@ -185,16 +195,32 @@ func (h *Hypervisor) Start(ctx context.Context, spec hypervisor.InstanceSpec) er
 	if spec.MemoryMiB > res.MemoryFreeMiB {
 		return ecode.Errorf(ecode.NoRes, "not enough memory to start %s: need %d MiB, %d MiB free", spec.Name, spec.MemoryMiB, res.MemoryFreeMiB)
 	}
-	runAs, uid, gid, err := h.runAsUser(hv)
+	id, err := h.identity(hv, spec)
 	if err != nil {
 		return err
 	}
-	runWith, err := h.supportsRunWith(ctx)
-	if err != nil {
+	startErr := func(err error) error {
+		if id.Pool {
+			if rerr := h.ReleaseIdentity(spec.UUID); rerr != nil {
+				h.log.Warn("releasing pool uid after failed start", "instance", spec.Name, "err", rerr)
+			}
+		}
 		return err
 	}
+	features, err := h.qemuFeatures(ctx)
+	if err != nil {
+		return startErr(err)
+	}
+	runAs, uid, gid := id.Name, id.UID, id.GID
+	useChroot := hypervisor.Bool(hv, hypervisor.ParamUseChroot)
 
 	rec := &record{Spec: spec, Dir: dir, User: runAs, StartedAt: time.Now().UTC()}
+	rec.Confinement = hypervisor.Confinement{
+		SecurityModel: hv[hypervisor.ParamSecurityModel], User: runAs, UID: uid, Sandbox: features.sandbox,
+	}
+	if useChroot {
+		rec.Confinement.Chroot = h.chrootDir(spec.UUID)
+	}
 	rt := Runtime{
 		Binary:       h.opts.QemuBinary,
 		QMPSocket:    rec.path(fileQMP),
@@ -202,16 +228,17 @@ func (h *Hypervisor) Start(ctx context.Context, spec hypervisor.InstanceSpec) er
 		SerialLog:    rec.path(fileSerialLog),
 		PIDFile:      rec.path(filePID),
 		VNCSocket:    rec.path(fileVNC),
-		ChrootDir:    rec.path(dirChroot),
+		ChrootDir:    h.chrootDir(spec.UUID),
 		RunAs:        runAs,
-		RunWith:      runWith,
+		RunWith:      features.runWith,
+		Sandbox:      features.sandbox,
 		NoDirectIO:   map[int]bool{},
 	}
 	if hv[hypervisor.ParamDiskCache] == hypervisor.CacheNone {
 		for _, d := range spec.Disks {
 			direct, err := supportsDirectIO(d.Path)
 			if err != nil {
-				return ecode.Errorf(ecode.Environ, "instance %s: disk %d: %v", spec.Name, d.Index, err)
+				return startErr(ecode.Errorf(ecode.Environ, "instance %s: disk %d: %v", spec.Name, d.Index, err))
 			}
 			if !direct {
 				h.log.Info("disk does not support O_DIRECT, using writeback cache", "instance", spec.Name, "disk", d.Index, "path", d.Path)
@@ -221,17 +248,17 @@ func (h *Hypervisor) Start(ctx context.Context, spec hypervisor.InstanceSpec) er
 	}
 	argv, err := BuildCommand(spec, rt)
 	if err != nil {
-		return err
+		return startErr(err)
 	}
 
-	if err := h.prepareDir(rec, uid, gid, hypervisor.Bool(hv, hypervisor.ParamUseChroot)); err != nil {
-		return err
+	if err := h.prepareDir(rec, uid, gid, useChroot); err != nil {
+		return startErr(err)
 	}
 	// The record goes first: if the daemon dies while qemu starts, the next
 	// one still finds (and can stop) the process.
 	if err := h.saveRecord(rec); err != nil {
 		_ = h.cleanup(rec)
-		return err
+		return startErr(err)
 	}
 	if err := h.runQemu(ctx, rec, argv); err != nil {
 		if pid := livePID(rec); pid != 0 {
@@ -240,9 +267,12 @@ func (h *Hypervisor) Start(ctx context.Context, spec hypervisor.InstanceSpec) er
 		if cerr := h.cleanup(rec); cerr != nil {
 			h.log.Warn("cleanup after failed start", "instance", spec.Name, "err", cerr)
 		}
-		return err
+		return startErr(err)
 	}
-	h.log.Info("instance started", "instance", spec.Name, "uuid", spec.UUID, "pid", livePID(rec), "user", runAs)
+	qpid := livePID(rec)
+	h.confineCgroups(rec, qpid)
+	h.log.Info("instance started", "instance", spec.Name, "uuid", spec.UUID, "pid", qpid, "user", runAs,
+		"chroot", rec.Confinement.Chroot, "sandbox", rec.Confinement.Sandbox, "cgroups", rec.Confinement.Cgroups)
 	return nil
 }
 
@@ -273,36 +303,11 @@ func (h *Hypervisor) checkDirFree(name, dir string) error {
 	return nil
 }
 
-// runAsUser picks the user qemu switches to and resolves its ids; uid -1
-// means no switch.
-func (h *Hypervisor) runAsUser(hv map[string]string) (string, int, int, error) {
-	name := h.opts.RunAsUser
-	if hv[hypervisor.ParamSecurityModel] == hypervisor.SecurityUser {
-		name = hv[hypervisor.ParamSecurityDomain]
-	}
-	if name == "" {
-		return "", -1, -1, nil
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		return "", 0, 0, ecode.Errorf(ecode.Environ, "qemu user %q: %v", name, err)
-	}
-	uid, err1 := strconv.Atoi(u.Uid)
-	gid, err2 := strconv.Atoi(u.Gid)
-	if err1 != nil || err2 != nil {
-		return "", 0, 0, ecode.Errorf(ecode.Environ, "qemu user %q has non-numeric ids", name)
-	}
-	if uid == 0 {
-		return "", 0, 0, ecode.Errorf(ecode.Environ, "refusing to run qemu as %q: it has uid 0", name)
-	}
-	return name, uid, gid, nil
-}
-
-// supportsRunWith asks the qemu binary whether it takes qemu 9's -run-with,
-// once per binary. It also catches a missing binary before anything changes.
-func (h *Hypervisor) supportsRunWith(ctx context.Context) (bool, error) {
+// qemuFeatures asks the qemu binary what its -help offers, once per binary.
+// It also catches a missing binary before anything changes.
+func (h *Hypervisor) qemuFeatures(ctx context.Context) (qemuHelp, error) {
 	h.mu.Lock()
-	v, ok := h.runWith[h.opts.QemuBinary]
+	v, ok := h.help[h.opts.QemuBinary]
 	h.mu.Unlock()
 	if ok {
 		return v, nil
@@ -313,11 +318,11 @@ func (h *Hypervisor) supportsRunWith(ctx context.Context) (bool, error) {
 	cmd.Env = qemuEnv()
 	out, err := cmd.Output()
 	if err != nil {
-		return false, ecode.Errorf(ecode.Environ, "cannot run %s: %v", h.opts.QemuBinary, err)
+		return v, ecode.Errorf(ecode.Environ, "cannot run %s: %v", h.opts.QemuBinary, err)
 	}
-	v = helpHasRunWithUser(string(out))
+	v = qemuHelp{runWith: helpHasRunWithUser(string(out)), sandbox: helpHasSandbox(string(out))}
 	h.mu.Lock()
-	h.runWith[h.opts.QemuBinary] = v
+	h.help[h.opts.QemuBinary] = v
 	h.mu.Unlock()
 	return v, nil
 }
@@ -363,8 +368,8 @@ func (h *Hypervisor) prepareDir(rec *record, uid, gid int, chroot bool) error {
 	}
 	if chroot {
 		// Empty and root-owned: the jail gives qemu nothing to read or write.
-		if err := os.Mkdir(rec.path(dirChroot), 0o700); err != nil {
-			return fmt.Errorf("kvm: %w", err)
+		if err := h.prepareChroot(rec.Spec.Name, h.chrootDir(rec.Spec.UUID)); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -553,6 +558,9 @@ func (h *Hypervisor) describe(ctx context.Context, r *record, pid int) hyperviso
 		Name: r.Spec.Name, UUID: r.Spec.UUID, State: hypervisor.StateRunning,
 		MemoryMiB: r.Spec.MemoryMiB, VCPUs: r.Spec.VCPUs, PID: pid, StartedAt: r.StartedAt,
 	}
+	conf := r.Confinement
+	conf.Cgroups = slices.Clone(conf.Cgroups)
+	ri.Confinement = &conf
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	st, err := queryStatus(qctx, r.path(fileQMP))

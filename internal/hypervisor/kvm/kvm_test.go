@@ -46,7 +46,8 @@ type env struct {
 
 func newEnv(t *testing.T, mode string) *env {
 	t.Helper()
-	opts := Options{RunDir: shortDir(t), StateDir: t.TempDir(), QemuBinary: fakeQemuBinary(t, mode), RunAsUser: unprivilegedUser()}
+	opts := Options{RunDir: shortDir(t), StateDir: t.TempDir(), QemuBinary: fakeQemuBinary(t, mode), RunAsUser: unprivilegedUser(),
+		CgroupMountinfo: "none"} // never touch the machine's cgroups
 	h, err := New(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,9 @@ type record struct {
 	Dir       string    `json:"dir"`
 	User      string    `json:"user,omitempty"`
 	StartedAt time.Time `json:"started_at"`
+	// Confinement is how qemu was confined at start, kept for instance info
+	// and to undo it (chroot, cgroups, pool uid) at cleanup.
+	Confinement hypervisor.Confinement `json:"confinement"`
 }
 
 // Files in an instance's run directory.
@@ -120,12 +123,28 @@ func (h *Hypervisor) find(name string) (*record, int, error) {
 	return r, livePID(r), nil
 }
 
-// cleanup removes an instance's run directory and record. The caller has made
-// sure its qemu no longer runs.
-func (h *Hypervisor) cleanup(r *record) error {
+// cleanup removes an instance's run directory, chroot, cgroups and record,
+// and gives its pool uid back. The caller has made sure its qemu no longer
+// runs.
+func (h *Hypervisor) cleanup(r *record) error { return h.cleanupKeepUID(r, false) }
+
+// cleanupKeepUID is cleanup that, when keepUID, leaves the pool uid taken: a
+// new start of the same instance reuses it.
+func (h *Hypervisor) cleanupKeepUID(r *record, keepUID bool) error {
 	var errs []error
 	if err := os.RemoveAll(r.Dir); err != nil {
 		errs = append(errs, err)
+	}
+	if err := h.removeChroot(r.Spec.Name, h.chrootDir(r.Spec.UUID)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := h.removeCgroups(r.Confinement.Cgroups); err != nil {
+		h.log.Warn("cannot remove cgroups", "instance", r.Spec.Name, "err", err)
+	}
+	if !keepUID {
+		if err := h.ReleaseIdentity(r.Spec.UUID); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := os.Remove(h.recordPath(r.Spec.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, err)
