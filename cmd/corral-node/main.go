@@ -18,6 +18,7 @@ import (
 	"github.com/corral/corral/internal/nodeserver"
 	"github.com/corral/corral/internal/osapi"
 	"github.com/corral/corral/internal/pki"
+	"github.com/corral/corral/internal/privsep"
 	"github.com/corral/corral/internal/rpc"
 )
 
@@ -60,6 +61,7 @@ Flags:
 	hvs := fs.String("hypervisors", "kvm,fake", "hypervisors to enable")
 	fakeMem := fs.Int64("fake-memory", 32768, "memory (MiB) the fake hypervisor reports")
 	fakeCPUs := fs.Int("fake-cpus", 16, "CPUs the fake hypervisor reports")
+	sshDir := fs.String("ssh-dir", env("CORRAL_NODE_SSH_DIR", nodeserver.DefaultSSHDir), "root's SSH directory, where the master keeps this node's key pair and authorized_keys; \"\" leaves SSH alone (env CORRAL_NODE_SSH_DIR)")
 	debug := fs.Bool("debug", false, "debug logging")
 	if len(args) > 0 && args[0] == "join" {
 		return join(args[1:])
@@ -67,8 +69,8 @@ Flags:
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if os.Geteuid() != 0 {
-		fmt.Fprintln(os.Stderr, "corral-node: warning: not running as root; taps, disk ownership and qemu privilege dropping will not work")
+	if err := privsep.Node(privsep.Resolve(os.Geteuid())); err != nil {
+		return err
 	}
 	lvl := slog.LevelInfo
 	if *debug {
@@ -92,6 +94,7 @@ Flags:
 		FakeCapacity: hypervisor.NodeResources{MemoryTotalMiB: *fakeMem, MemoryFreeMiB: *fakeMem, CPUs: *fakeCPUs, Hypervisor: hypervisor.Fake},
 		Logger:       log,
 		Failpoints:   fp,
+		SSHDir:       *sshDir,
 	})
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ func newClusterCmd(a *app) *cobra.Command {
 		"  corral cluster info\n  corral cluster verify\n  corral cluster modify --max-running-jobs 10")
 	c.AddCommand(a.clusterInfoCmd(), a.clusterVerifyCmd(), a.clusterModifyCmd(), a.clusterQueueCmd(), a.clusterWatcherCmd(),
 		a.clusterMasterFailoverCmd())
+	c.AddCommand(a.clusterUpgradeSSHCmd())
 	c.AddCommand(tagCommands(a, "cluster")...)
 	return c
 }
@@ -116,7 +117,9 @@ func (a *app) clusterModifyCmd() *cobra.Command {
 		macPrefix, hvs, templates       string
 		hvSpecs, osSpecs                []string
 		be, nic, hiddenOS, blackOS      string
+		applyUIDs                       func(map[string]any) error
 	)
+	sshYN := sshModifyFlags()
 	cmd := &cobra.Command{
 		Use:   "modify [flags]",
 		Short: "Change cluster parameters",
@@ -192,6 +195,15 @@ commas, with "hv:" or "os:" in front where a hypervisor or OS is named; in
 				}
 				op["nicparams"] = v
 			}
+			if _, err := sshYN.fill(cmd, op); err != nil {
+				return err
+			}
+			if err := fillSSHKeyFlags(cmd, op); err != nil {
+				return err
+			}
+			if err := applyUIDs(op); err != nil {
+				return err
+			}
 			if len(op) == 1 {
 				return usagef("give at least one parameter to change")
 			}
@@ -212,6 +224,9 @@ commas, with "hv:" or "os:" in front where a hypervisor or OS is named; in
 	f.StringArrayVarP(&osSpecs, "os-parameters", "O", nil, "OS defaults, OS:key=value,...; -key resets a key (repeatable)")
 	f.StringVar(&hiddenOS, "hidden-os", "", "hide or show OSes: add:NAME,remove:NAME,...")
 	f.StringVar(&blackOS, "blacklisted-os", "", "forbid or allow OSes for new instances: add:NAME,remove:NAME,...")
+	applyUIDs = uidPoolFlags(cmd)
+	sshYN.add(cmd)
+	addSSHKeyFlags(cmd)
 	return cmd
 }
 

@@ -232,6 +232,9 @@ func (f *formatter) instanceInfo(b *strings.Builder, name string, d map[string]a
 	for i, d := range disks {
 		line(b, "    ", fmt.Sprintf("- %s", f.diskText(i, d)))
 	}
+	if c := get("confinement"); c != nil { // how the node confines the process
+		f.readable(b, "  ", "Confinement", c)
+	}
 	if tags, _ := get("tags").([]any); len(tags) > 0 {
 		line(b, "  ", "Tags: "+f.joinScalars(tags))
 	} else {

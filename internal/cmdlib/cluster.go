@@ -137,6 +137,7 @@ func (lu *testDelayLU) UnsafeToRepeat(op *opcodes.Op, i int) string {
 
 type clusterSetParamsLU struct {
 	Cluster *config.Cluster `json:"cluster"`
+	SSHSync bool            `json:"ssh_sync,omitempty"` // the SSH files follow a changed switch
 }
 
 func (lu *clusterSetParamsLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
@@ -295,6 +296,14 @@ func (lu *clusterSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opco
 		}
 		changed = true
 	}
+	resync, err := setSSHParams(op, c, &changed)
+	if err != nil {
+		return err
+	}
+	lu.SSHSync = resync
+	if err := setUIDPool(op, c, &changed); err != nil {
+		return err
+	}
 	if !changed {
 		return ecode.Errorf(ecode.Inval, "Please give at least one of the parameters")
 	}
@@ -303,14 +312,18 @@ func (lu *clusterSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opco
 }
 
 func (lu *clusterSetParamsLU) Steps() []Step {
-	return []Step{{"update", func(ctx context.Context, s *StepCtx) error {
+	return append([]Step{lu.updateStep()}, lu.sshSteps()...)
+}
+
+func (lu *clusterSetParamsLU) updateStep() Step {
+	return Step{"update", func(ctx context.Context, s *StepCtx) error {
 		cur := s.Cfg().Cluster()
 		lu.Cluster.Meta = cur.Meta
 		lu.Cluster.Epoch = cur.Epoch
 		lu.Cluster.WatcherPauseUntil = cur.WatcherPauseUntil
 		s.Tx().PutCluster(lu.Cluster)
 		return nil
-	}}}
+	}}
 }
 
 func (lu *clusterSetParamsLU) Result() any { return nil }

@@ -23,6 +23,8 @@ func cryptoLU(id string) LU {
 type renewCryptoLU struct {
 	NewDomainSecret    bool `json:"new_cds"`
 	StagedDomainSecret bool `json:"staged_cds"`
+	// SSH renews the nodes' SSH keys (sshrenew.go); nil: not asked.
+	SSH *sshRenewPlan `json:"ssh,omitempty"`
 }
 
 func (lu *renewCryptoLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
@@ -30,16 +32,25 @@ func (lu *renewCryptoLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
 }
 
 func (lu *renewCryptoLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op) error {
-	for _, o := range []string{"node_certificates", "renew_ssh_keys"} {
-		if op.Bool(o) {
-			return ecode.Errorf(ecode.Inval, "Renewing %s is not available yet", o)
+	if op.Bool("node_certificates") {
+		return ecode.Errorf(ecode.Inval, "Renewing node_certificates is not available yet")
+	}
+	if op.Bool("renew_ssh_keys") {
+		var err error
+		if lu.SSH, err = planSSHRenew(p, op); err != nil {
+			return err
 		}
+	} else if op.Bool("upgrade_ssh") {
+		return ecode.Errorf(ecode.Inval, "upgrade_ssh needs renew_ssh_keys")
 	}
 	lu.NewDomainSecret, lu.StagedDomainSecret = op.Bool("new_cluster_domain_secret"), op.Bool("staged_cluster_domain_secret")
 	if lu.NewDomainSecret && lu.StagedDomainSecret {
 		return ecode.Errorf(ecode.Inval, "Give either a new cluster domain secret or a staged one, not both")
 	}
 	if !lu.NewDomainSecret && !lu.StagedDomainSecret {
+		if lu.SSH != nil {
+			return nil
+		}
 		return ecode.Errorf(ecode.Inval, "Nothing to renew")
 	}
 	if p.Secrets == nil {
@@ -54,7 +65,18 @@ func (lu *renewCryptoLU) Prereq(ctx context.Context, p *Processor, op *opcodes.O
 }
 
 func (lu *renewCryptoLU) Steps() []Step {
-	return []Step{{"domain-secret", func(ctx context.Context, s *StepCtx) error {
+	var steps []Step
+	if lu.NewDomainSecret || lu.StagedDomainSecret {
+		steps = append(steps, lu.domainSecretStep())
+	}
+	if lu.SSH != nil {
+		steps = append(steps, lu.SSH.steps()...)
+	}
+	return steps
+}
+
+func (lu *renewCryptoLU) domainSecretStep() Step {
+	return Step{"domain-secret", func(ctx context.Context, s *StepCtx) error {
 		v := pki.NewDomainSecret()
 		if lu.StagedDomainSecret {
 			var err error
@@ -72,7 +94,7 @@ func (lu *renewCryptoLU) Steps() []Step {
 		}
 		s.Logf(ctx, "Moves from and to this cluster now need the new secret on the other cluster too")
 		return nil
-	}}}
+	}}
 }
 
 func (lu *renewCryptoLU) Result() any { return nil }

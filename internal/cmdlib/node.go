@@ -107,11 +107,11 @@ func boolOr(v any, def bool) bool {
 }
 
 func (lu *nodeAddLU) Steps() []Step {
-	return []Step{{"add", func(ctx context.Context, s *StepCtx) error {
+	return []Step{sshNewNodeStep(lu.Node), {"add", func(ctx context.Context, s *StepCtx) error {
 		s.Logf(ctx, "Adding node %s (%s) to the cluster", lu.Node.Name, lu.Node.PrimaryIP)
 		s.Tx().PutNode(lu.Node.Clone())
 		return nil
-	}}}
+	}}, sshSyncStep()}
 }
 
 func (lu *nodeAddLU) Result() any { return nil }
@@ -142,7 +142,7 @@ func (lu *nodeRemoveLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op
 }
 
 func (lu *nodeRemoveLU) Steps() []Step {
-	return []Step{{"remove", func(ctx context.Context, s *StepCtx) error {
+	return []Step{sshLeaveStep(lu.UUID), {"remove", func(ctx context.Context, s *StepCtx) error {
 		n, ok := s.Cfg().Node(lu.UUID)
 		if !ok {
 			return nil
@@ -150,7 +150,7 @@ func (lu *nodeRemoveLU) Steps() []Step {
 		s.Logf(ctx, "Removing node %s from the configuration", n.Name)
 		s.Tx().DeleteNode(n)
 		return nil
-	}}}
+	}}, sshSyncStep()}
 }
 
 func (lu *nodeRemoveLU) Result() any { return nil }
@@ -167,9 +167,11 @@ type nodeSetParamsLU struct {
 
 func (lu *nodeSetParamsLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
 	level := locking.Shared
-	if changesEtcdMembers(p, op) {
+	if changesEtcdMembers(p, op) || sshChangesRoles(p, op) {
 		// One membership change at a time: etcd takes one learner at a
 		// time, and each change's quorum check assumes no other runs.
+		// A change of SSH roles rewrites every node's key files from the
+		// configuration: two at once could leave the older view last.
 		level = locking.Exclusive
 	}
 	reqs := []locking.Request{bgl(level)}
@@ -274,7 +276,9 @@ func (lu *nodeSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opcodes
 	return nil
 }
 
-func (lu *nodeSetParamsLU) Steps() []Step {
+func (lu *nodeSetParamsLU) Steps() []Step { return append(lu.flagSteps(), lu.sshSteps()...) }
+
+func (lu *nodeSetParamsLU) flagSteps() []Step {
 	update := lu.updateStep()
 	switch {
 	case lu.Etcd != nil && lu.Etcd.Action == etcdAdd:

@@ -124,6 +124,16 @@ type Cluster struct {
 	WatcherPauseUntil    float64           `json:"watcher_pause"`
 	DefaultIAllocator    string            `json:"default_iallocator"`
 	ConfigVersion        int               `json:"config_version"`
+	// UIDPool is Ganeti's uid_pool: inclusive [low, high] uid ranges for
+	// qemu under security_model pool (see internal/uidpool).
+	UIDPool [][2]uint32 `json:"uid_pool,omitempty"`
+
+	// Per-node SSH keys (cmdlib/sshkeys.go): "" and 0 mean Ganeti's
+	// defaults (rsa, 2048); a nil ModifySSHSetup means true.
+	SSHKeyType                     string `json:"ssh_key_type,omitempty"`
+	SSHKeyBits                     int    `json:"ssh_key_bits,omitempty"`
+	ModifySSHSetup                 *bool  `json:"modify_ssh_setup,omitempty"`
+	MasterCapabilityRAPIModifiable bool   `json:"master_capability_rapi_modifiable,omitempty"`
 }
 
 // DefaultHypervisor is the first enabled one, as in Ganeti.
@@ -142,6 +152,7 @@ func (c *Cluster) Clone() *Cluster {
 	n.EnabledDiskTemplates = slices.Clone(c.EnabledDiskTemplates)
 	n.HiddenOS = slices.Clone(c.HiddenOS)
 	n.BlacklistedOS = slices.Clone(c.BlacklistedOS)
+	n.UIDPool = slices.Clone(c.UIDPool)
 	n.HVParams = cloneNested(c.HVParams)
 	n.OSParams = cloneNested(c.OSParams)
 	n.BEParams = c.BEParams.Clone()

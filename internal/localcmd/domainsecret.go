@@ -46,6 +46,24 @@ func renewDomainSecret(ctx context.Context, d Dirs, l bootstrap.Layout, file str
 		}
 		op = map[string]any{"OP_ID": "OP_CLUSTER_RENEW_CRYPTO", "staged_cluster_domain_secret": true}
 	}
+	return runRenewJob(ctx, d, op, out)
+}
+
+// renewSSHKeys renews every node's SSH key pair through a job; the master
+// keeps its access to every node throughout (see cmdlib/sshrenew.go).
+func renewSSHKeys(ctx context.Context, d Dirs, keyType string, keyBits int, out io.Writer) error {
+	op := map[string]any{"OP_ID": "OP_CLUSTER_RENEW_CRYPTO", "renew_ssh_keys": true}
+	if keyType != "" {
+		op["ssh_key_type"] = keyType
+	}
+	if keyBits != 0 {
+		op["ssh_key_bits"] = keyBits
+	}
+	return runRenewJob(ctx, d, op, out)
+}
+
+// runRenewJob submits op and follows its log until it ends.
+func runRenewJob(ctx context.Context, d Dirs, op map[string]any, out io.Writer) error {
 	c, err := luxi.Dial(ctx, d.Socket())
 	if err != nil {
 		return ecode.Errorf(ecode.Environ, "cannot reach corrald: %v", err)

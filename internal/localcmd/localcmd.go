@@ -25,6 +25,7 @@ import (
 	"github.com/corral/corral/internal/master"
 	"github.com/corral/corral/internal/store/boltstore"
 	"github.com/corral/corral/internal/storecfg"
+	"github.com/corral/corral/internal/uidpool"
 )
 
 // Dirs resolves the global --state-dir and --run-dir flags.
@@ -50,7 +51,7 @@ func initCmd(d Dirs) *cobra.Command {
 	var o bootstrap.InitOptions
 	var hvs, templates string
 	var hvParams []string
-	var storeName string
+	var storeName, uidPool string
 	var e etcdFlags
 	cmd := &cobra.Command{
 		Use:   "init NAME",
@@ -104,6 +105,11 @@ that command.
 				}
 				o.HVParams[ident] = p
 			}
+			pool, err := uidpool.Parse(uidPool)
+			if err != nil {
+				return fmt.Errorf("--uid-pool: %w", err)
+			}
+			o.UIDPool = pool.Arrays()
 			if err := bootstrap.Init(cmd.Context(), o); err != nil {
 				return err
 			}
@@ -128,6 +134,7 @@ that command.
 	f.StringVar(&o.MACPrefix, "mac-prefix", config.DefaultMACPrefix, "prefix of generated MAC addresses")
 	f.StringArrayVarP(&hvParams, "hypervisor-parameters", "H", nil, "hypervisor defaults, HV:key=val,... (repeatable)")
 	f.StringVar(&storeName, "store", storecfg.BackendBolt, "where the configuration and job queue live: bbolt (one file on this machine) or etcd")
+	f.StringVar(&uidPool, "uid-pool", "", `uid ranges for confined qemu, e.g. "2000-2099"; kvm instances then default to security_model pool with use_chroot`)
 	e.register(f)
 	return cmd
 }

@@ -24,14 +24,14 @@ var renewCryptoLater = []struct {
 	{"new-spice-certificate", "SPICE certificates", false},
 	{"spice-certificate", "SPICE certificates", true},
 	{"spice-ca-certificate", "SPICE certificates", true},
-	{"new-ssh-keys", "renewing SSH keys", false},
 	{"new-node-certificates", "renewing node certificates", false},
 	{"new-confd-hmac-key", "renewing the confd HMAC key", false},
 }
 
 func renewCryptoCmd(d Dirs) *cobra.Command {
-	var newRAPI, force, newCDS bool
-	var rapiFile, cdsFile string
+	var newRAPI, force, newCDS, newSSH bool
+	var rapiFile, cdsFile, sshType string
+	var sshBits int
 	cmd := &cobra.Command{
 		Use:   "renew-crypto [--new-rapi-certificate | --rapi-certificate FILE] [--new-cluster-domain-secret | --cluster-domain-secret FILE] [--force]",
 		Short: "Replace corral-rapi's certificate or the cluster domain secret",
@@ -60,8 +60,16 @@ moves between clusters: both clusters of a move must share it.
                                 the other cluster's
 
 It is replaced by a job (OP_CLUSTER_RENEW_CRYPTO) and corrald uses it from
-the next move on, without a restart. The other secrets Ganeti's command
-renews are not available yet.`,
+the next move on, without a restart.
+
+  --new-ssh-keys [--ssh-key-type T] [--ssh-key-bits N]
+                                give every online node a new SSH key pair,
+                                made on the node, by a job: the new keys are
+                                trusted everywhere before any node switches
+                                to its new pair, and the old keys go last, so
+                                the master never loses access to a node
+
+The other secrets Ganeti's command renews are not available yet.`,
 		Example: "  corral cluster renew-crypto --new-rapi-certificate\n  corral cluster renew-crypto --rapi-certificate /root/rapi.pem --force\n  corral cluster renew-crypto --cluster-domain-secret /root/other-cluster-domain-secret --force",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -76,13 +84,33 @@ renews are not available yet.`,
 			if newCDS && cdsFile != "" {
 				return ecode.Errorf(ecode.Inval, "give only one of --new-cluster-domain-secret and --cluster-domain-secret FILE")
 			}
-			if !newRAPI && rapiFile == "" && !newCDS && cdsFile == "" {
+			if !newSSH && (sshType != "" || sshBits != 0) {
+				return ecode.Errorf(ecode.Inval, "--ssh-key-type and --ssh-key-bits go with --new-ssh-keys")
+			}
+			if !newRAPI && rapiFile == "" && !newCDS && cdsFile == "" && !newSSH {
 				return ecode.Errorf(ecode.Inval, "nothing to renew: give --new-rapi-certificate, --rapi-certificate FILE, --new-cluster-domain-secret or --cluster-domain-secret FILE")
 			}
 			if os.Geteuid() != 0 {
 				return ecode.Errorf(ecode.Environ, "renew-crypto must run as root on the master node: it writes corral-rapi's key and reads the cluster CA's")
 			}
 			l := bootstrap.Layout{StateDir: d.StateDir(), RunDir: d.RunDir()}
+			if newSSH {
+				if !force {
+					ok, err := confirm(cmd.InOrStdin(), d.Stdout, "Give every node a new SSH key pair? Keys kept elsewhere (known to other hosts) will need the new ones. Continue?")
+					if err != nil {
+						return err
+					}
+					if !ok {
+						return ecode.Errorf(ecode.Inval, "aborted")
+					}
+				}
+				if err := renewSSHKeys(cmd.Context(), d, sshType, sshBits, d.Stdout); err != nil {
+					return err
+				}
+				if !newRAPI && rapiFile == "" && !newCDS && cdsFile == "" {
+					return nil
+				}
+			}
 			if !newRAPI && rapiFile == "" {
 				if !force {
 					ok, err := confirm(cmd.InOrStdin(), d.Stdout, "Replace the cluster domain secret? Moves to and from clusters that do not share the new one will fail. Continue?")
@@ -141,6 +169,9 @@ renews are not available yet.`,
 	f.StringVar(&rapiFile, "rapi-certificate", "", "install this PEM file (certificate, optional chain, private key) as corral-rapi's certificate")
 	f.BoolVar(&newCDS, "new-cluster-domain-secret", false, "make a new cluster domain secret (a job)")
 	f.StringVar(&cdsFile, "cluster-domain-secret", "", "install the cluster domain secret in FILE (a job)")
+	f.BoolVar(&newSSH, "new-ssh-keys", false, "give every node a new SSH key pair (a job; the master never loses access to a node)")
+	f.StringVar(&sshType, "ssh-key-type", "", "with --new-ssh-keys: the new keys' type (rsa, ecdsa or ed25519) from now on")
+	f.IntVar(&sshBits, "ssh-key-bits", 0, "with --new-ssh-keys: the new keys' size from now on")
 	f.BoolVar(&force, "force", false, "do not ask for confirmation")
 	for _, o := range renewCryptoLater {
 		if o.file {

@@ -15,6 +15,7 @@ import (
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/pair"
+	"github.com/corral/corral/internal/uidpool"
 )
 
 // luxiHandler dispatches LUXI methods (Ganeti's names and positional
@@ -560,11 +561,11 @@ func (d *Daemon) configValues(fields []string) ([]any, error) {
 				out[i] = c.WatcherPauseUntil
 			}
 		case "modify_ssh_setup":
-			out[i] = false
+			out[i] = c.SSHSetupManaged()
 		case "ssh_key_type":
-			out[i] = "ecdsa"
+			out[i], _ = c.SSHKeySpec()
 		case "ssh_key_bits":
-			out[i] = 256
+			_, out[i] = c.SSHKeySpec()
 		default:
 			return nil, ecode.Errorf(ecode.Inval, "Unknown configuration value '%s'", f)
 		}
@@ -622,6 +623,7 @@ func (d *Daemon) clusterInfo() map[string]any {
 	if tags == nil {
 		tags = []string{}
 	}
+	sshType, sshBits := c.SSHKeySpec()
 	return map[string]any{
 		"software_version": Version, "protocol_version": ProtocolVersion, "config_version": config.ConfigVersion,
 		"os_api_version": 20, "export_version": 0, "vcs_version": "corral " + Version, "architecture": []string{"64bit", "x86_64"},
@@ -634,14 +636,15 @@ func (d *Daemon) clusterInfo() map[string]any {
 		"use_external_mip_script": false, "volume_group_name": nil, "drbd_usermode_helper": nil,
 		"file_storage_dir": c.FileStorageDir, "shared_file_storage_dir": "", "gluster_storage_dir": "",
 		"maintain_node_health": false, "ctime": c.CTime, "mtime": c.MTime, "uuid": c.UUID, "tags": tags,
-		"uid_pool": []any{}, "default_iallocator": c.DefaultIAllocator, "default_iallocator_params": map[string]any{},
+		"uid_pool": uidpool.FromArrays(c.UIDPool).Pairs(), "default_iallocator": c.DefaultIAllocator, "default_iallocator_params": map[string]any{},
 		"reserved_lvs": []any{}, "primary_ip_version": 4, "prealloc_wipe_disks": false,
 		"hidden_os": nonNil(c.HiddenOS), "blacklisted_os": nonNil(c.BlacklistedOS),
 		"enabled_disk_templates": c.EnabledDiskTemplates, "install_image": "", "instance_communication_network": "",
 		"zeroing_image": "", "compression_tools": []string{"gzip", "gzip-fast", "gzip-slow"},
 		"enabled_user_shutdown": false, "enabled_data_collectors": map[string]any{}, "data_collector_interval": map[string]any{},
-		"modify_ssh_setup": false, "ssh_key_type": "ecdsa", "ssh_key_bits": 256, "serial_no": c.Serial,
+		"modify_ssh_setup": c.SSHSetupManaged(), "ssh_key_type": sshType, "ssh_key_bits": sshBits, "serial_no": c.Serial,
 		"epoch": c.Epoch, "rpc_port": c.RPCPort, "vg_name": nil, "drbd_helper": nil,
+		"master_capability_rapi_modifiable": c.MasterCapabilityRAPIModifiable,
 	}
 }
 

@@ -48,6 +48,7 @@ type Options struct {
 	FileStorageDir string // default <StateDir>/storage/file
 	ExportDir      string // default <StateDir>/export
 	QemuUser       string // default corral-qemu
+	SSHDir         string // root's SSH directory for per-node keys; "" manages none (sshkeys.go)
 	Hypervisors    []string
 	FakeCapacity   hypervisor.NodeResources
 	Logger         *slog.Logger
@@ -210,6 +211,7 @@ func (s *Server) routes() {
 	})
 	s.rpc.HandleStream(nodeapi.Console, s.console)
 	s.impexpRoutes()
+	s.sshRoutes()
 }
 
 func now() float64 { return float64(time.Now().UnixMicro()) / 1e6 }

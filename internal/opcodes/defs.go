@@ -53,6 +53,13 @@ func coreDefs() []Def {
 			{Name: "blacklisted_os", Type: TAny, Default: nil},
 			{Name: "file_storage_dir", Type: TMaybeString, Default: nil},
 			{Name: "default_iallocator", Type: TMaybeString, Default: nil},
+			{Name: "uid_pool", Type: TAny, Default: nil, Doc: "replace the uid pool: list of [low, high] uid ranges"},
+			{Name: "add_uids", Type: TAny, Default: nil, Doc: "uid ranges to add to the uid pool"},
+			{Name: "remove_uids", Type: TAny, Default: nil, Doc: "uid ranges to remove from the uid pool (each exactly as in it)"},
+			{Name: "ssh_key_type", Type: TMaybeString, Default: nil, Doc: "type of new node SSH keys (rsa, ecdsa, ed25519)"},
+			{Name: "ssh_key_bits", Type: TMaybeInt, Default: nil, Doc: "size of new node SSH keys"},
+			{Name: "modify_ssh_setup", Type: TAny, Default: nil, Doc: "whether Corral manages the nodes' SSH keys (bool)"},
+			{Name: "master_capability_rapi_modifiable", Type: TAny, Default: nil, Doc: "whether RAPI may change master_capable; when false only master capable nodes are potential master candidates (bool)"},
 		}},
 		{ID: "OP_CLUSTER_DESTROY", Doc: "destroy the cluster (no instances may exist)", Params: nil},
 		{ID: "OP_NODE_ADD", KeyPrm: "node_name", Doc: "add a node that has joined with a token", Params: []Param{

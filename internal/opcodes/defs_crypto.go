@@ -13,6 +13,7 @@ func cryptoDefs() []Def {
 			// Corral only: the domain secret is replaced by a job, so that
 			// it applies on the masters without a restart.
 			{Name: "new_cluster_domain_secret", Type: TBool, Default: false, Doc: "make a new cluster domain secret (Corral only)"},
+			{Name: "upgrade_ssh", Type: TBool, Default: false, Doc: "with renew_ssh_keys: move a cluster whose nodes share one SSH key to per-node keys and retire the shared key (Corral only)"},
 			{Name: "staged_cluster_domain_secret", Type: TBool, Default: false, Doc: "install the domain secret that `corral cluster renew-crypto --cluster-domain-secret FILE` staged on the master (Corral only)"},
 		}},
 	}

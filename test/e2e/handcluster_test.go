@@ -68,7 +68,8 @@ func (h *handCluster) initArgs(name string, extra ...string) []string {
 func (h *handCluster) startNode() <-chan error {
 	h.t.Helper()
 	node := exec.Command(filepath.Join(binDir, "corral-node"), "--state-dir", h.l.NodeDir(""), "--run-dir", h.l.NodeRunDir(""),
-		"--listen", net.JoinHostPort(h.ip, strconv.Itoa(h.rpcPort)), "--hypervisors", "fake")
+		"--listen", net.JoinHostPort(h.ip, strconv.Itoa(h.rpcPort)), "--hypervisors", "fake",
+		"--ssh-dir", filepath.Join(h.l.NodeDir(""), "ssh")) // never the machine's own /root/.ssh
 	return h.start(node, "node.log")
 }
 
