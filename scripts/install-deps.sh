@@ -4,9 +4,10 @@
 # guest image, iproute2 for taps and bridges, etcd-server for the etcd store
 # backend and etcd-client for restoring its snapshots, systemd for
 # systemd-analyze, systemd-sysusers and systemd-tmpfiles, which check the
-# packaged units (they need no running systemd). Idempotent; needs root.
+# packaged units (they need no running systemd), nftables for the pool
+# firewall's tests. Idempotent; needs root.
 set -euo pipefail
-pkgs=(qemu-system-x86 qemu-utils socat busybox-static cpio e2fsprogs iproute2 lz4 make gcc etcd-server etcd-client python3-ganeti-rapi systemd)
+pkgs=(qemu-system-x86 qemu-utils socat busybox-static cpio e2fsprogs iproute2 lz4 make gcc etcd-server etcd-client python3-ganeti-rapi systemd nftables)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

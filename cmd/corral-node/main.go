@@ -62,6 +62,7 @@ Flags:
 	fakeMem := fs.Int64("fake-memory", 32768, "memory (MiB) the fake hypervisor reports")
 	fakeCPUs := fs.Int("fake-cpus", 16, "CPUs the fake hypervisor reports")
 	sshDir := fs.String("ssh-dir", env("CORRAL_NODE_SSH_DIR", nodeserver.DefaultSSHDir), "root's SSH directory, where the master keeps this node's key pair and authorized_keys; \"\" leaves SSH alone (env CORRAL_NODE_SSH_DIR)")
+	poolFW := fs.String("pool-firewall", env("CORRAL_NODE_POOL_FIREWALL", "none"), "\"nftables\": keep an nftables table inet corral that stops qemu processes under uid-pool uids from opening network connections on this node; \"none\" leaves the firewall alone (env CORRAL_NODE_POOL_FIREWALL)")
 	debug := fs.Bool("debug", false, "debug logging")
 	if len(args) > 0 && args[0] == "join" {
 		return join(args[1:])
@@ -95,6 +96,7 @@ Flags:
 		Logger:       log,
 		Failpoints:   fp,
 		SSHDir:       *sshDir,
+		PoolFirewall: *poolFW,
 	})
 	if err != nil {
 		return err

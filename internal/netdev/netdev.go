@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
+	"os/user"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,7 +35,7 @@ type Link struct {
 	Name    string
 	Kind    string // "tun" for taps, "bridge", "veth", ... ("" for plain devices)
 	TapType string // "tap" or "tun" for Kind "tun"
-	Owner   string // user owning a persistent tap, "" when none
+	Owner   string // user owning a persistent tap: a name, or a uid in decimal when it has none; "" when no owner
 	Master  string // bridge the device is attached to
 	Up      bool   // administratively up
 }
@@ -80,7 +81,9 @@ func TapName(instUUID string, idx int) string {
 }
 
 // CreateTap makes a persistent tap named name, owned by user owner (so an
-// unprivileged qemu can open it; "" for root only), and brings it up. In
+// unprivileged qemu can open it; "" for root only), and brings it up. The
+// owner is a user name or a numeric uid: a uid from the cluster's pool
+// usually has no name. In
 // bridged mode it is attached to the existing bridge link; in routed mode ip
 // (if set) gets a host route through the tap, in routing table link when link
 // is a number and in the main table otherwise.
@@ -108,7 +111,7 @@ func (l Links) CreateTap(ctx context.Context, name, owner, mode, link, ip string
 	default:
 		return ecode.Errorf(ecode.Inval, "nic mode %q is not supported (use %s or %s)", mode, ModeBridged, ModeRouted)
 	}
-	if owner != "" && !validUser(owner) {
+	if owner != "" && !validUser(owner) && !validUID(owner) {
 		return ecode.Errorf(ecode.Inval, "invalid tap owner %q", owner)
 	}
 
@@ -139,7 +142,7 @@ func (l Links) CreateTap(ctx context.Context, name, owner, mode, link, ip string
 		created = true
 	case cur.Kind != "tun" || cur.TapType != "tap":
 		return ecode.Errorf(ecode.Exists, "network device %s exists and is not a tap", name)
-	case cur.Owner != owner:
+	case !sameOwner(cur.Owner, owner):
 		return ecode.Errorf(ecode.Exists, "tap %s exists with owner %q, not %q", name, cur.Owner, owner)
 	}
 
@@ -238,7 +241,9 @@ type ipLink struct {
 		InfoKind string `json:"info_kind"`
 		InfoData *struct {
 			Type string `json:"type"`
-			User string `json:"user"`
+			// User is a string for a uid with a name and a number for one
+			// without.
+			User json.RawMessage `json:"user"`
 		} `json:"info_data"`
 	} `json:"linkinfo"`
 }
@@ -258,7 +263,11 @@ func parseLinks(data []byte) ([]Link, error) {
 		if r.LinkInfo != nil {
 			k.Kind = r.LinkInfo.InfoKind
 			if d := r.LinkInfo.InfoData; d != nil && k.Kind == "tun" {
-				k.TapType, k.Owner = d.Type, d.User
+				owner, err := parseOwner(d.User)
+				if err != nil {
+					return nil, fmt.Errorf("netdev: link %s: %w", r.IfName, err)
+				}
+				k.TapType, k.Owner = d.Type, owner
 			}
 		}
 		out = append(out, k)
@@ -293,4 +302,62 @@ func validUser(s string) bool {
 		}
 	}
 	return true
+}
+
+// parseOwner reads a tap's "user" from ip's JSON: ip prints the user's name,
+// or the bare uid when the user database has no name for it.
+func parseOwner(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var name string
+	if err := json.Unmarshal(raw, &name); err == nil {
+		return name, nil
+	}
+	var uid uint32
+	if err := json.Unmarshal(raw, &uid); err != nil {
+		return "", fmt.Errorf("tap owner %s is neither a name nor a uid", raw)
+	}
+	return strconv.FormatUint(uint64(uid), 10), nil
+}
+
+// validUID accepts a uid in decimal. (uid_t)-1 means "no owner" to the
+// kernel, so it is not a uid one can give a tap to.
+func validUID(s string) bool {
+	if s == "" || len(s) > 10 || strings.TrimLeft(s, "0123456789") != "" {
+		return false
+	}
+	n, err := strconv.ParseUint(s, 10, 32)
+	return err == nil && n != 1<<32-1
+}
+
+// sameOwner tells whether a tap's owner as ip shows it (cur) is the one
+// asked for (want): ip shows a name whenever the uid has one, so a tap
+// created for uid 2000 reads back as "qemu2000" once that user exists, and
+// one created for a name reads back as a number once the user is gone.
+func sameOwner(cur, want string) bool {
+	if cur == want {
+		return true
+	}
+	if cur == "" || want == "" {
+		return false
+	}
+	a, okA := ownerUID(cur)
+	b, okB := ownerUID(want)
+	return okA && okB && a == b
+}
+
+// ownerUID resolves a tap owner to its uid: digits are a uid, anything else
+// a user name.
+func ownerUID(s string) (uint32, bool) {
+	if validUID(s) {
+		n, _ := strconv.ParseUint(s, 10, 32)
+		return uint32(n), true
+	}
+	u, err := user.Lookup(s)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(u.Uid, 10, 32)
+	return uint32(n), err == nil
 }

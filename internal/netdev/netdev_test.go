@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"strings"
 	"testing"
 
@@ -51,6 +52,9 @@ func TestCreateTapValidates(t *testing.T) {
 		{"routed bad ip", "tap0", "", ModeRouted, "", "10.0.0.300"},
 		{"routed ip with zone", "tap0", "", ModeRouted, "", "fe80::1%eth0"},
 		{"bad owner", "tap0", "Root;", ModeRouted, "", ""},
+		{"owner uid -1", "tap0", "4294967295", ModeRouted, "", ""},
+		{"owner uid too big", "tap0", "4294967296", ModeRouted, "", ""},
+		{"owner signed uid", "tap0", "+2000", ModeRouted, "", ""},
 	}
 	for _, tc := range tests {
 		err := l.CreateTap(ctx, tc.tap, tc.owner, tc.mode, tc.link, tc.ip)
@@ -78,7 +82,8 @@ const sampleLinks = `[
  {"ifindex":2,"ifname":"br0","flags":["BROADCAST","MULTICAST","UP"],"linkinfo":{"info_kind":"bridge","info_data":{"stp_state":0}}},
  {"ifindex":3,"ifname":"crl6f1c2a3bn0","flags":["NO-CARRIER","BROADCAST","MULTICAST","UP"],"master":"br0",
   "linkinfo":{"info_kind":"tun","info_data":{"type":"tap","pi":false,"vnet_hdr":false,"multi_queue":false,"persist":true,"user":"corral-qemu"},"info_slave_kind":"bridge"}},
- {"ifindex":4,"ifname":"tun0","flags":["POINTOPOINT"],"linkinfo":{"info_kind":"tun","info_data":{"type":"tun","persist":true}}}
+ {"ifindex":4,"ifname":"tun0","flags":["POINTOPOINT"],"linkinfo":{"info_kind":"tun","info_data":{"type":"tun","persist":true}}},
+ {"ifindex":5,"ifname":"crl0a1b2c3dn0","flags":["BROADCAST","MULTICAST"],"linkinfo":{"info_kind":"tun","info_data":{"type":"tap","persist":true,"user":2001}}}
 ]`
 
 func TestParseLinks(t *testing.T) {
@@ -91,6 +96,7 @@ func TestParseLinks(t *testing.T) {
 		{Name: "br0", Kind: "bridge", Up: true},
 		{Name: "crl6f1c2a3bn0", Kind: "tun", TapType: "tap", Owner: "corral-qemu", Master: "br0", Up: true},
 		{Name: "tun0", Kind: "tun", TapType: "tun"},
+		{Name: "crl0a1b2c3dn0", Kind: "tun", TapType: "tap", Owner: "2001"},
 	}
 	if len(links) != len(want) {
 		t.Fatalf("got %d links: %+v", len(links), links)
@@ -100,7 +106,9 @@ func TestParseLinks(t *testing.T) {
 			t.Errorf("link %d = %+v, want %+v", i, links[i], want[i])
 		}
 	}
-	for _, bad := range []string{"", "{}", `[{"flags":["UP"]}]`, `[{"ifname":1}]`} {
+	for _, bad := range []string{"", "{}", `[{"flags":["UP"]}]`, `[{"ifname":1}]`,
+		`[{"ifname":"t","linkinfo":{"info_kind":"tun","info_data":{"user":-1}}}]`,
+		`[{"ifname":"t","linkinfo":{"info_kind":"tun","info_data":{"user":[]}}}]`} {
 		if _, err := parseLinks([]byte(bad)); err == nil {
 			t.Errorf("accepted %q", bad)
 		}
@@ -112,6 +120,7 @@ func FuzzParseLinks(f *testing.F) {
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`[{"ifname":"x","linkinfo":{"info_kind":"tun"}}]`))
 	f.Add([]byte(`[{"ifname":"x","linkinfo":null,"flags":null}]`))
+	f.Add([]byte(`[{"ifname":"x","linkinfo":{"info_kind":"tun","info_data":{"type":"tap","user":2000}}}]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		links, err := parseLinks(data)
 		if err != nil {
@@ -129,6 +138,39 @@ func FuzzParseLinks(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestOwners(t *testing.T) {
+	for _, tc := range []struct {
+		s     string
+		valid bool
+	}{
+		{"0", true}, {"2000", true}, {"4294967294", true}, {"", false}, {"4294967295", false},
+		{"99999999999", false}, {"-1", false}, {"20a", false}, {" 20", false},
+	} {
+		if got := validUID(tc.s); got != tc.valid {
+			t.Errorf("validUID(%q) = %v", tc.s, got)
+		}
+	}
+	// root is uid 0 on every system the tests run on.
+	for _, tc := range []struct {
+		cur, want string
+		same      bool
+	}{
+		{"", "", true},
+		{"2000", "2000", true},
+		{"root", "0", true},
+		{"0", "root", true},
+		{"2000", "2001", false},
+		{"root", "1", false},
+		{"", "0", false},
+		{"0", "", false},
+		{"crl-no-such-user", "0", false},
+	} {
+		if got := sameOwner(tc.cur, tc.want); got != tc.same {
+			t.Errorf("sameOwner(%q, %q) = %v", tc.cur, tc.want, got)
+		}
+	}
 }
 
 // netns makes a fresh network namespace for the test, or skips when this
@@ -232,6 +274,39 @@ func TestTapsInNetns(t *testing.T) {
 	if r := routes(t, l, "main"); strings.Contains(r, "10.99.1.2") {
 		t.Fatalf("route survived its tap:\n%s", r)
 	}
+	// Numeric owners: a uid without a name reads back as that number, one
+	// with a name as the name, and either form matches a retried create.
+	const unnamed = "3999999"
+	if _, err := user.LookupId(unnamed); err == nil {
+		t.Fatalf("uid %s has a name here; pick another for the test", unnamed)
+	}
+	if err := l.CreateTap(ctx, "crltestn4", unnamed, ModeRouted, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := l.Link(ctx, "crltestn4"); k == nil || k.Owner != unnamed {
+		t.Fatalf("tap owned by an unnamed uid = %+v", k)
+	}
+	if err := l.CreateTap(ctx, "crltestn4", unnamed, ModeRouted, "", ""); err != nil {
+		t.Fatalf("repeated CreateTap with a numeric owner: %v", err)
+	}
+	if err := l.CreateTap(ctx, "crltestn4", "4000000", ModeRouted, "", ""); ecode.ClassOf(err) != ecode.Exists {
+		t.Fatalf("CreateTap with another numeric owner: %v", err)
+	}
+	if err := l.CreateTap(ctx, "crltestn5", "0", ModeRouted, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := l.Link(ctx, "crltestn5"); k == nil || k.Owner != "root" {
+		t.Fatalf("tap owned by uid 0 = %+v", k)
+	}
+	if err := l.CreateTap(ctx, "crltestn5", "root", ModeRouted, "", ""); err != nil {
+		t.Fatalf("CreateTap by name over the same uid: %v", err)
+	}
+	for _, name := range []string{"crltestn4", "crltestn5"} {
+		if err := l.DeleteTap(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	if err := l.DeleteTap(ctx, "br0"); ecode.ClassOf(err) != ecode.Inval {
 		t.Fatalf("DeleteTap of a bridge: %v", err)
 	}

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 
-	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/hypervisor"
 	"github.com/corral/corral/internal/hypervisor/kvm"
 	"github.com/corral/corral/internal/nodeapi"
@@ -25,8 +25,9 @@ type confiner interface {
 // security_domain, or the uid it takes from the pool). release gives a pool
 // uid back when the start goes no further.
 type qemuOwner struct {
-	name     string // tap owner
+	name     string // tap owner: a user name, or a uid in decimal
 	uid, gid int    // -1: leave disks alone
+	pool     bool   // uid taken from the cluster's pool
 	release  func()
 }
 
@@ -44,20 +45,15 @@ func (s *Server) qemuOwnerFor(ctx context.Context, h hypervisor.Hypervisor, spec
 	if err != nil {
 		return qemuOwner{}, err
 	}
-	o := qemuOwner{name: id.Name, uid: id.UID, gid: id.GID, release: func() {
+	o := qemuOwner{name: id.Name, uid: id.UID, gid: id.GID, pool: id.Pool, release: func() {
 		if err := c.ReleaseIdentity(spec.UUID); err != nil {
 			s.log.Warn("cannot release the instance's pool uid", "instance", spec.Name, "err", err)
 		}
 	}}
 	if strings.Contains(id.Name, ":") {
-		// A pool uid without a user name: ip tuntap wants a name for a
-		// tap's owner.
-		o.name = ""
-		if len(spec.NICs) > 0 {
-			o.release()
-			return qemuOwner{}, ecode.Errorf(ecode.Environ,
-				"instance %s: pool uid %d has no user name on this node, and its network devices need one: create users for the pool's uids", spec.Name, id.UID)
-		}
+		// A pool uid without a user name ("uid:gid" for qemu's -runas):
+		// its taps are given to the bare uid.
+		o.name = strconv.Itoa(id.UID)
 	}
 	return o, nil
 }

@@ -81,6 +81,11 @@ func (s *Server) instanceStart(ctx context.Context, a nodeapi.InstanceArgs) (any
 				return nil, ecode.Errorf(ecode.Environ, "network for NIC %d of %s: %v", n.Index, in.Name, err)
 			}
 		}
+		if err := s.guardPoolUID(ctx, spec, owner); err != nil {
+			s.deleteTaps(spec)
+			owner.release()
+			return nil, err
+		}
 	}
 	s.opts.Failpoints.Hit(failpoint.NodeInstanceStart)
 	if err := h.Start(ctx, spec); err != nil {
