@@ -25,6 +25,11 @@ type renewCryptoLU struct {
 	StagedDomainSecret bool `json:"staged_cds"`
 	// SSH renews the nodes' SSH keys (sshrenew.go); nil: not asked.
 	SSH *sshRenewPlan `json:"ssh,omitempty"`
+	// NodeCerts renews the node daemons' certificates (certrenew.go);
+	// nil: not asked.
+	NodeCerts *nodeCertPlan `json:"node_certs,omitempty"`
+	// ClusterCert renews corrald's own certificate (certrenew.go).
+	ClusterCert bool `json:"cluster_cert,omitempty"`
 }
 
 func (lu *renewCryptoLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
@@ -33,7 +38,11 @@ func (lu *renewCryptoLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
 
 func (lu *renewCryptoLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op) error {
 	if op.Bool("node_certificates") {
-		return ecode.Errorf(ecode.Inval, "Renewing node_certificates is not available yet")
+		lu.NodeCerts = &nodeCertPlan{}
+	}
+	lu.ClusterCert = op.Bool("new_cluster_certificate")
+	if (lu.NodeCerts != nil || lu.ClusterCert) && p.Certs == nil {
+		return ecode.Errorf(ecode.Environ, "This master cannot sign certificates")
 	}
 	if op.Bool("renew_ssh_keys") {
 		var err error
@@ -48,7 +57,7 @@ func (lu *renewCryptoLU) Prereq(ctx context.Context, p *Processor, op *opcodes.O
 		return ecode.Errorf(ecode.Inval, "Give either a new cluster domain secret or a staged one, not both")
 	}
 	if !lu.NewDomainSecret && !lu.StagedDomainSecret {
-		if lu.SSH != nil {
+		if lu.SSH != nil || lu.NodeCerts != nil || lu.ClusterCert {
 			return nil
 		}
 		return ecode.Errorf(ecode.Inval, "Nothing to renew")
@@ -71,6 +80,12 @@ func (lu *renewCryptoLU) Steps() []Step {
 	}
 	if lu.SSH != nil {
 		steps = append(steps, lu.SSH.steps()...)
+	}
+	if lu.NodeCerts != nil {
+		steps = append(steps, lu.NodeCerts.steps()...)
+	}
+	if lu.ClusterCert {
+		steps = append(steps, clusterCertStep())
 	}
 	return steps
 }

@@ -110,6 +110,9 @@ type Processor struct {
 	// Secrets holds the cluster domain secret, the HMAC key of moves
 	// between clusters; nil when the master has none.
 	Secrets DomainSecrets
+	// Certs signs node certificates and renews corrald's own (certrenew.go);
+	// nil when the master cannot.
+	Certs ClusterCerts
 
 	mu        sync.Mutex
 	recovered map[string]*locking.Held // "job/op" -> locks re-acquired at start-up

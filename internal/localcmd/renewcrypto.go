@@ -20,21 +20,19 @@ var renewCryptoLater = []struct {
 	flag, what string
 	file       bool // takes a FILE argument
 }{
-	{"new-cluster-certificate", "renewing the cluster certificates", false},
 	{"new-spice-certificate", "SPICE certificates", false},
 	{"spice-certificate", "SPICE certificates", true},
 	{"spice-ca-certificate", "SPICE certificates", true},
-	{"new-node-certificates", "renewing node certificates", false},
 	{"new-confd-hmac-key", "renewing the confd HMAC key", false},
 }
 
 func renewCryptoCmd(d Dirs) *cobra.Command {
-	var newRAPI, force, newCDS, newSSH bool
+	var newRAPI, force, newCDS, newSSH, newClusterCert, newNodeCerts bool
 	var rapiFile, cdsFile, sshType string
 	var sshBits int
 	cmd := &cobra.Command{
 		Use:   "renew-crypto [--new-rapi-certificate | --rapi-certificate FILE] [--new-cluster-domain-secret | --cluster-domain-secret FILE] [--force]",
-		Short: "Replace corral-rapi's certificate or the cluster domain secret",
+		Short: "Replace the cluster's certificates, keys and secrets",
 		Long: `Replace corral-rapi's TLS certificate and key, as Ganeti's gnt-cluster
 renew-crypto does for the RAPI certificate:
 
@@ -69,6 +67,22 @@ the next move on, without a restart.
                                 to its new pair, and the old keys go last, so
                                 the master never loses access to a node
 
+  --new-node-certificates       give every online node daemon a new TLS
+                                certificate, by a job: each node makes a new
+                                key, the master signs it with the cluster CA
+                                for the node's name, role and addresses, and
+                                the node serves it from its next connection
+                                on, without a restart; open connections and
+                                the master's access are never interrupted
+  --new-cluster-certificate     give corrald a new certificate from the
+                                cluster CA (master.pem, the one it presents
+                                to node daemons), by the same kind of job; it
+                                is used from the next node connection on
+
+The cluster CA itself is not replaced: rotating it needs a bundle with the
+old and the new CA on every node before any certificate of the new CA is
+used, which Corral does not do yet.
+
 The other secrets Ganeti's command renews are not available yet.`,
 		Example: "  corral cluster renew-crypto --new-rapi-certificate\n  corral cluster renew-crypto --rapi-certificate /root/rapi.pem --force\n  corral cluster renew-crypto --cluster-domain-secret /root/other-cluster-domain-secret --force",
 		Args:    cobra.NoArgs,
@@ -87,8 +101,9 @@ The other secrets Ganeti's command renews are not available yet.`,
 			if !newSSH && (sshType != "" || sshBits != 0) {
 				return ecode.Errorf(ecode.Inval, "--ssh-key-type and --ssh-key-bits go with --new-ssh-keys")
 			}
-			if !newRAPI && rapiFile == "" && !newCDS && cdsFile == "" && !newSSH {
-				return ecode.Errorf(ecode.Inval, "nothing to renew: give --new-rapi-certificate, --rapi-certificate FILE, --new-cluster-domain-secret or --cluster-domain-secret FILE")
+			newCerts := newClusterCert || newNodeCerts
+			if !newRAPI && rapiFile == "" && !newCDS && cdsFile == "" && !newSSH && !newCerts {
+				return ecode.Errorf(ecode.Inval, "nothing to renew: give --new-rapi-certificate, --rapi-certificate FILE, --new-cluster-domain-secret, --cluster-domain-secret FILE, --new-ssh-keys, --new-node-certificates or --new-cluster-certificate")
 			}
 			if os.Geteuid() != 0 {
 				return ecode.Errorf(ecode.Environ, "renew-crypto must run as root on the master node: it writes corral-rapi's key and reads the cluster CA's")
@@ -105,6 +120,24 @@ The other secrets Ganeti's command renews are not available yet.`,
 					}
 				}
 				if err := renewSSHKeys(cmd.Context(), d, sshType, sshBits, d.Stdout); err != nil {
+					return err
+				}
+				if !newRAPI && rapiFile == "" && !newCDS && cdsFile == "" && !newCerts {
+					return nil
+				}
+			}
+			if newCerts {
+				if !force {
+					ok, err := confirm(cmd.InOrStdin(), d.Stdout, "Renew the cluster's TLS certificates (same CA)? Continue?")
+					if err != nil {
+						return err
+					}
+					if !ok {
+						return ecode.Errorf(ecode.Inval, "aborted")
+					}
+				}
+				op := map[string]any{"OP_ID": "OP_CLUSTER_RENEW_CRYPTO", "node_certificates": newNodeCerts, "new_cluster_certificate": newClusterCert}
+				if err := runRenewJob(cmd.Context(), d, op, d.Stdout); err != nil {
 					return err
 				}
 				if !newRAPI && rapiFile == "" && !newCDS && cdsFile == "" {
@@ -172,6 +205,8 @@ The other secrets Ganeti's command renews are not available yet.`,
 	f.BoolVar(&newSSH, "new-ssh-keys", false, "give every node a new SSH key pair (a job; the master never loses access to a node)")
 	f.StringVar(&sshType, "ssh-key-type", "", "with --new-ssh-keys: the new keys' type (rsa, ecdsa or ed25519) from now on")
 	f.IntVar(&sshBits, "ssh-key-bits", 0, "with --new-ssh-keys: the new keys' size from now on")
+	f.BoolVar(&newNodeCerts, "new-node-certificates", false, "give every node daemon a new certificate from the cluster CA (a job; no restart, no loss of access)")
+	f.BoolVar(&newClusterCert, "new-cluster-certificate", false, "give corrald a new certificate from the cluster CA for its calls to the nodes (a job)")
 	f.BoolVar(&force, "force", false, "do not ask for confirmation")
 	for _, o := range renewCryptoLater {
 		if o.file {

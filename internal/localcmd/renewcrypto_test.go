@@ -91,6 +91,7 @@ func TestRenewCryptoCommand(t *testing.T) {
 		{"later option", "", []string{"--new-rapi-certificate", "--new-confd-hmac-key"}, "not available yet", false, ""},
 		{"ssh key type alone", "", []string{"--ssh-key-type", "ed25519"}, "go with --new-ssh-keys", false, ""},
 		{"ssh declined", "n\n", []string{"--new-ssh-keys"}, "aborted", false, "Continue?"},
+		{"certificates declined", "n\n", []string{"--new-node-certificates", "--new-cluster-certificate"}, "aborted", false, "TLS certificates"},
 		{"later file option", "", []string{"--spice-certificate", "/x"}, "not available yet", false, ""},
 		{"secret declined", "n\n", []string{"--new-cluster-domain-secret"}, "aborted", false, "Continue?"},
 		{"missing secret file", "", []string{"--cluster-domain-secret", filepath.Join(l.StateDir, "nope"), "--force"}, "read secret file", false, ""},

@@ -208,6 +208,10 @@ func openOn(ctx context.Context, opts Options, st store.Store, term *election.Te
 	if d.ca, err = pki.LoadCA(d.file(FileCA), d.file(FileCAKey)); err != nil {
 		return nil, err
 	}
+	// A renewal of master.pem stopped half-way is finished first.
+	if _, err := pki.RecoverKeyPairSwitch(d.file(FileMasterCert), d.file(FileMasterKey)); err != nil {
+		return nil, err
+	}
 	certPEM, err := os.ReadFile(d.file(FileMasterCert))
 	if err != nil {
 		return nil, err
@@ -224,6 +228,7 @@ func openOn(ctx context.Context, opts Options, st store.Store, term *election.Te
 	d.proc = cmdlib.NewProcessor(d.cfg, d.locks, d.rpc, opcodes.Default(), opts.Logger)
 	d.proc.Failpoints = opts.Failpoints
 	d.proc.Secrets = fileSecrets{dir: opts.StateDir}
+	d.proc.Certs = &masterCerts{ca: d.ca, client: client, certPath: d.file(FileMasterCert), keyPath: d.file(FileMasterKey)}
 	tab := d.proc.Ops
 	var runner jobqueue.OpRunner = d.proc
 	if term != nil {

@@ -15,6 +15,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/corral/corral/internal/ecode"
@@ -55,6 +56,10 @@ type Options struct {
 	// Failpoints, when armed, kill the daemon around instance starts and
 	// stops (crash tests); nil in production.
 	Failpoints *failpoint.Set
+	// PoolFirewall is poolfw.ModeNftables to keep nftables rules that stop
+	// pool uids from opening connections, or "" / poolfw.ModeNone
+	// (poolfirewall.go).
+	PoolFirewall string
 }
 
 // Server is a running node daemon.
@@ -62,7 +67,7 @@ type Server struct {
 	opts     Options
 	log      *slog.Logger
 	name     string
-	certEnd  time.Time
+	certEnd  atomic.Int64 // NotAfter (Unix) of the served certificate; renewed in nodecert.go
 	hvs      map[string]hypervisor.Hypervisor
 	storage  map[string]storage.Backend
 	osRunner *osapi.Runner
@@ -72,6 +77,7 @@ type Server struct {
 	certs    *certStore // transfer keys (x509certs.go)
 	exports  exportDir  // the export directory (exports.go)
 	xfers    *transfers // running and finished imports and exports (impexp.go)
+	poolFw   poolRules  // owner rules for pool uids (poolfirewall.go)
 }
 
 // New prepares the daemon: it loads its certificate (the node must have
@@ -93,6 +99,9 @@ func New(opts Options) (*Server, error) {
 		opts.Hypervisors = []string{hypervisor.KVM, hypervisor.Fake}
 	}
 	s := &Server{opts: opts, log: opts.Logger, hvs: map[string]hypervisor.Hypervisor{}, qemuUID: -1, qemuGID: -1}
+	if err := recoverCertSwitch(opts.StateDir); err != nil {
+		return nil, err
+	}
 	certPEM, err := os.ReadFile(filepath.Join(opts.StateDir, FileCert))
 	if err != nil {
 		return nil, fmt.Errorf("node certificate missing in %s (join the cluster first: corral-node join TOKEN): %w", opts.StateDir, err)
@@ -109,7 +118,8 @@ func New(opts Options) (*Server, error) {
 	if err != nil || len(certs) == 0 {
 		return nil, fmt.Errorf("bad node certificate: %v", err)
 	}
-	s.name, s.certEnd = certs[0].Subject.CommonName, certs[0].NotAfter
+	s.name = certs[0].Subject.CommonName
+	s.certEnd.Store(certs[0].NotAfter.Unix())
 	if u, err := user.Lookup(opts.QemuUser); err == nil {
 		s.qemuUID, _ = strconv.Atoi(u.Uid)
 		s.qemuGID, _ = strconv.Atoi(u.Gid)
@@ -156,6 +166,9 @@ func (s *Server) Name() string { return s.name }
 
 // Run serves until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
+	if err := s.startPoolFirewall(ctx); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", s.opts.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.opts.Listen, err)
@@ -212,6 +225,7 @@ func (s *Server) routes() {
 	s.rpc.HandleStream(nodeapi.Console, s.console)
 	s.impexpRoutes()
 	s.sshRoutes()
+	s.certRoutes()
 }
 
 func now() float64 { return float64(time.Now().UnixMicro()) / 1e6 }
@@ -260,6 +274,6 @@ func (s *Server) nodeInfo(ctx context.Context, a nodeapi.NodeInfoArgs) (any, err
 		Name: s.name, Version: Version, Time: now(),
 		MemoryTotalMiB: res.MemoryTotalMiB, MemoryFreeMiB: res.MemoryFreeMiB, MemoryNodeMiB: res.MemoryNodeMiB,
 		CPUs: res.CPUs, DiskTotalMiB: total, DiskFreeMiB: free, Hypervisors: s.opts.Hypervisors,
-		Instances: count, CertNotAfter: float64(s.certEnd.Unix()),
+		Instances: count, CertNotAfter: float64(s.certEnd.Load()),
 	}, nil
 }

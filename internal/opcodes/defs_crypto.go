@@ -14,6 +14,7 @@ func cryptoDefs() []Def {
 			// it applies on the masters without a restart.
 			{Name: "new_cluster_domain_secret", Type: TBool, Default: false, Doc: "make a new cluster domain secret (Corral only)"},
 			{Name: "upgrade_ssh", Type: TBool, Default: false, Doc: "with renew_ssh_keys: move a cluster whose nodes share one SSH key to per-node keys and retire the shared key (Corral only)"},
+			{Name: "new_cluster_certificate", Type: TBool, Default: false, Doc: "give corrald a new certificate from the cluster CA for its calls to the nodes (Corral only; Ganeti renews it outside a job)"},
 			{Name: "staged_cluster_domain_secret", Type: TBool, Default: false, Doc: "install the domain secret that `corral cluster renew-crypto --cluster-domain-secret FILE` staged on the master (Corral only)"},
 		}},
 	}

@@ -3,6 +3,7 @@ package rpc
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/corral/corral/internal/ecode"
@@ -34,10 +36,12 @@ var nodeServerRoles = []pki.Role{pki.RoleNode, pki.RoleMaster, pki.RoleMasterCan
 // address), because the TLS configuration verifies the node's name and a
 // pooled connection must never serve a call meant for another node.
 type Client struct {
-	cert, key []byte
-	epoch     func() int64
-	timeout   time.Duration
-	log       *slog.Logger
+	// own is the certificate presented on new connections; SetCertificate
+	// swaps it while calls in flight keep their connections.
+	own     atomic.Pointer[tls.Certificate]
+	epoch   func() int64
+	timeout time.Duration
+	log     *slog.Logger
 
 	mu         sync.Mutex
 	caPEM      []byte
@@ -56,11 +60,18 @@ func NewClient(tlsCert, tlsKey, caPEM []byte, epoch func() int64, opts ClientOpt
 		return nil, fmt.Errorf("rpc: %w", err)
 	}
 	c := &Client{
-		cert: tlsCert, key: tlsKey, caPEM: caPEM,
+		caPEM:      caPEM,
 		epoch:      epoch,
 		timeout:    opts.Timeout,
 		log:        opts.Logger,
 		transports: make(map[string]*http.Transport),
+	}
+	// A client without a certificate is possible (a node's own checks),
+	// it then presents none.
+	if tlsCert != nil || tlsKey != nil {
+		if err := c.SetCertificate(tlsCert, tlsKey); err != nil {
+			return nil, err
+		}
 	}
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
@@ -75,7 +86,7 @@ func NewClient(tlsCert, tlsKey, caPEM []byte, epoch func() int64, opts ClientOpt
 // every later call is verified against the new bundle. On error the old
 // bundle stays.
 func (c *Client) UpdateCA(caPEM []byte) error {
-	if _, err := pki.ClientTLSConfig(c.cert, c.key, caPEM, "check", nodeServerRoles...); err != nil {
+	if _, err := pki.ClientTLSConfig(nil, nil, caPEM, "check", nodeServerRoles...); err != nil {
 		return fmt.Errorf("rpc: %w", err)
 	}
 	c.mu.Lock()
@@ -88,6 +99,24 @@ func (c *Client) UpdateCA(caPEM []byte) error {
 	}
 	return nil
 }
+
+// SetCertificate replaces the certificate the client presents. Connections
+// opened from now on present it; calls in flight on older connections
+// finish with the old one, so nodes never see a call cut off. Idle pooled
+// connections are dropped so the next call to each node uses the new
+// certificate. On error the old certificate stays.
+func (c *Client) SetCertificate(certPEM, keyPEM []byte) error {
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return fmt.Errorf("rpc: client key pair: %w", err)
+	}
+	c.own.Store(&cert)
+	c.Close()
+	return nil
+}
+
+// Certificate is the certificate the client presents on new connections.
+func (c *Client) Certificate() *tls.Certificate { return c.own.Load() }
 
 // Close drops idle connections.
 func (c *Client) Close() {
@@ -105,9 +134,17 @@ func (c *Client) transport(node, addr string) (*http.Transport, error) {
 	if t, ok := c.transports[k]; ok {
 		return t, nil
 	}
-	cfg, err := pki.ClientTLSConfig(c.cert, c.key, c.caPEM, node, nodeServerRoles...)
+	cfg, err := pki.ClientTLSConfig(nil, nil, c.caPEM, node, nodeServerRoles...)
 	if err != nil {
 		return nil, err
+	}
+	// Read at each handshake, so a renewed certificate applies to every
+	// node's pool without rebuilding it.
+	cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		if own := c.own.Load(); own != nil {
+			return own, nil
+		}
+		return &tls.Certificate{}, nil // none: the server decides
 	}
 	t := &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
