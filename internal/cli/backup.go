@@ -8,10 +8,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-)
 
-// compressTools are the stream compressions an export may use.
-var compressTools = []string{"none", "gzip", "gzip-fast", "gzip-slow", "zstd"}
+	"github.com/corral/corral/internal/opcodes"
+)
 
 func newBackupCmd(a *app) *cobra.Command {
 	c := newGroup("backup", "Export instances to a node and import them back",
@@ -56,7 +55,7 @@ The command fails (exit status 1) when the final step or any disk failed.`,
 			if node == "" {
 				return usagef("the target node (-n NODE) is required")
 			}
-			if !slices.Contains(compressTools, compress) {
+			if !slices.Contains(opcodes.Compressions, compress) {
 				return paramErr("--compress: unknown compression %q (none, gzip, gzip-fast, gzip-slow or zstd)", compress)
 			}
 			op := map[string]any{

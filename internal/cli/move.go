@@ -15,15 +15,13 @@ import (
 
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/move"
+	"github.com/corral/corral/internal/opcodes"
 	"github.com/corral/corral/internal/rapiclient"
 	"github.com/corral/corral/internal/secret"
 )
 
 // defaultRAPIPort is Ganeti's DEFAULT_RAPI_PORT.
 const defaultRAPIPort = 5080
-
-// moveCompressions are the transfer compressions a move may ask for.
-var moveCompressions = []string{"none", "gzip", "gzip-fast", "gzip-slow", "zstd"}
 
 // moveSideFlags are one cluster's connection flags.
 type moveSideFlags struct {
@@ -125,7 +123,7 @@ created.`,
 	fs.StringVar(&f.pnode, "dest-primary-node", "", "primary node on the destination (only when moving one instance)")
 	fs.StringVar(&f.snode, "dest-secondary-node", "", "secondary node on the destination (only when moving one instance)")
 	fs.StringVar(&f.template, "dest-disk-template", "", "disk template on the destination (default: the source's)")
-	fs.StringVar(&f.compress, "compress", "none", "transfer compression, supported by both clusters: "+strings.Join(moveCompressions, ", "))
+	fs.StringVar(&f.compress, "compress", "none", "transfer compression, supported by both clusters: "+strings.Join(opcodes.Compressions, ", "))
 	fs.StringVarP(&f.ialloc, "iallocator", "I", "", "instance allocator placing the instances on the destination")
 	fs.StringVarP(&f.be, "backend-parameters", "B", "", "backend parameters to change (key=value,...)")
 	fs.StringVarP(&f.hv, "hypervisor-parameters", "H", "", "hypervisor parameters to change (key=value,...)")
@@ -159,8 +157,8 @@ func (f *moveFlags) build(cmd *cobra.Command, args []string) (*move.Mover, []mov
 		return nil, nil, usagef("--iallocator and --dest-primary-node exclude each other")
 	case f.snode != "" && f.pnode == "":
 		return nil, nil, usagef("--dest-secondary-node needs --dest-primary-node")
-	case !slices.Contains(moveCompressions, f.compress):
-		return nil, nil, paramErr("--compress: %q is not one of %s", f.compress, strings.Join(moveCompressions, ", "))
+	case !slices.Contains(opcodes.Compressions, f.compress):
+		return nil, nil, paramErr("--compress: %q is not one of %s", f.compress, strings.Join(opcodes.Compressions, ", "))
 	case f.parallel < 1:
 		return nil, nil, paramErr("--parallel must be at least 1")
 	case f.oppTries < 0 || f.oppDelay < 0:

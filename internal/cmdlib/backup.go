@@ -38,15 +38,6 @@ func backupLU(id string) LU {
 	return nil
 }
 
-// checkCompress accepts the stream compressions the nodes implement.
-func checkCompress(c string) error {
-	switch c {
-	case "", "none", "gzip", "gzip-fast", "gzip-slow", "zstd":
-		return nil
-	}
-	return ecode.Errorf(ecode.Inval, "Unknown compression '%s' (valid: none, gzip, gzip-fast, gzip-slow, zstd)", c)
-}
-
 // diskIO is where an instance's disk is read or written in a transfer: its
 // OS definition's export or import script when it has an OS (as Ganeti
 // does), the raw disk otherwise.
@@ -322,7 +313,7 @@ func (lu *backupExportLU) Prereq(ctx context.Context, p *Processor, op *opcodes.
 		return err
 	}
 	lu.Mode, lu.Compress = op.Str("mode"), op.Str("compress")
-	if err := checkCompress(lu.Compress); err != nil {
+	if err := opcodes.CheckCompression(lu.Compress); err != nil {
 		return err
 	}
 	if inst.DiskTemplate == config.DTDiskless {

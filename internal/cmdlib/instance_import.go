@@ -59,7 +59,7 @@ func (lu *instanceCreateLU) prereqImport(ctx context.Context, p *Processor, op *
 
 func (lu *instanceCreateLU) prereqRemoteImport(p *Processor, op *opcodes.Op) error {
 	compress := op.Str("compress")
-	if err := checkCompress(compress); err != nil {
+	if err := opcodes.CheckCompression(compress); err != nil {
 		return err
 	}
 	old := op.Str("source_instance_name")
@@ -117,7 +117,7 @@ func (lu *instanceCreateLU) prereqLocalImport(ctx context.Context, p *Processor,
 		return err
 	}
 	plan := &importPlan{SrcNode: src.Name, ExportName: name, OldName: exp.Name, Compress: exp.Compression}
-	if plan.Compress == "" || checkCompress(plan.Compress) != nil {
+	if plan.Compress == "" || opcodes.CheckCompression(plan.Compress) != nil {
 		plan.Compress = "none"
 	}
 	for _, d := range exp.Disks {

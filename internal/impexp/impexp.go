@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/pki"
 )
 
 // Compression names a stream compressor (Ganeti's compress values plus
@@ -108,26 +109,9 @@ const (
 	handshakeTimeout = 10 * time.Second
 )
 
-// ValidMagic reports whether m is a valid magic value:
-// ^[-_.a-zA-Z0-9]{5,100}$.
-func ValidMagic(m string) bool {
-	if len(m) < 5 || len(m) > 100 {
-		return false
-	}
-	for i := 0; i < len(m); i++ {
-		c := m[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 // check validates cfg and fills in defaults (defConnect for the side).
 func (cfg Config) check(defConnect time.Duration, now time.Time) (Config, error) {
-	if !ValidMagic(cfg.Magic) {
+	if !pki.ValidMagic(cfg.Magic) {
 		return cfg, ecode.Errorf(ecode.Inval, "invalid magic value (must be 5 to 100 characters of a-z, A-Z, 0-9, '-', '_' and '.')")
 	}
 	c, err := ParseCompression(string(cfg.Compress))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/opcodes"
 	"github.com/corral/corral/internal/pki"
 )
 
@@ -46,20 +47,16 @@ func TestParseCompression(t *testing.T) {
 	}
 }
 
-func TestValidMagic(t *testing.T) {
-	for m, want := range map[string]bool{
-		"abcde":                  true,
-		"abcd":                   false,
-		strings.Repeat("a", 100): true,
-		strings.Repeat("a", 101): false,
-		"A-b_c.9":                true,
-		"abc de":                 false,
-		"abcde\n":                false,
-		"abc/def":                false,
-		"":                       false,
-	} {
-		if got := ValidMagic(m); got != want {
-			t.Errorf("ValidMagic(%q) = %v, want %v", m, got, want)
+// TestCompressionsOfTheOpcodes: the stream implements exactly the
+// compressions the opcodes accept (the magic's rules are pki's, tested
+// there).
+func TestCompressionsOfTheOpcodes(t *testing.T) {
+	if len(compressions()) != len(opcodes.Compressions) {
+		t.Fatalf("impexp implements %v, the opcodes accept %v", compressions(), opcodes.Compressions)
+	}
+	for _, name := range opcodes.Compressions {
+		if c, err := ParseCompression(name); err != nil || string(c) != name {
+			t.Errorf("ParseCompression(%q) = %q, %v", name, c, err)
 		}
 	}
 }

@@ -39,7 +39,6 @@ const (
 )
 
 var (
-	magicRE     = regexp.MustCompile(`^[-_.a-zA-Z0-9]{5,100}$`)
 	componentRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 	errScriptEnded  = errors.New("the import script exited before reading the whole stream")
@@ -527,7 +526,7 @@ func (s *Server) transferConfig(o nodeapi.ImpExpOptions) (impexp.Config, error) 
 	if err != nil {
 		return impexp.Config{}, err
 	}
-	if !magicRE.MatchString(o.Magic) {
+	if !pki.ValidMagic(o.Magic) {
 		return impexp.Config{}, ecode.Errorf(ecode.Inval, "invalid transfer magic: want 5 to 100 of A-Z a-z 0-9 - _ .")
 	}
 	comp, err := impexp.ParseCompression(o.Compress)

@@ -1,5 +1,25 @@
 package opcodes
 
+import (
+	"slices"
+	"strings"
+
+	"github.com/corral/corral/internal/ecode"
+)
+
+// Compressions are the disk stream compressions of exports, imports and
+// moves (the compress parameter): Ganeti's, plus zstd. The nodes' stream
+// package implements exactly these (its tests check it).
+var Compressions = []string{"none", "gzip", "gzip-fast", "gzip-slow", "zstd"}
+
+// CheckCompression accepts a compression name; "" means none.
+func CheckCompression(c string) error {
+	if c == "" || slices.Contains(Compressions, c) {
+		return nil
+	}
+	return ecode.Errorf(ecode.Inval, "Unknown compression '%s' (valid: %s)", c, strings.Join(Compressions, ", "))
+}
+
 // backupDefs are the export, import and move opcodes (Ganeti's
 // OpBackup*). Instance creation in import and remote-import mode is
 // OP_INSTANCE_CREATE with the source_* parameters.
