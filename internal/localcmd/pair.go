@@ -220,7 +220,7 @@ func pairJoinCmd(d Dirs) *cobra.Command {
 				return err
 			}
 			peer := reply.Inviter
-			if peer.Cluster == "" || !validPeerName(peer.Cluster) {
+			if !pair.ValidPeerName(peer.Cluster) {
 				return ecode.Errorf(ecode.Fault, "the other cluster sent no usable name")
 			}
 			caPath, err := savePeer(l, peer, tok.CAPEM)
@@ -239,10 +239,6 @@ func pairJoinCmd(d Dirs) *cobra.Command {
 	cmd.Flags().IntVar(&port, "rapi-port", 5080, "RAPI port for the default --rapi-url")
 	cmd.Flags().BoolVar(&force, "force", false, "do not ask for confirmation")
 	return cmd
-}
-
-func validPeerName(s string) bool {
-	return len(s) < 254 && s != "" && filepath.Base(s) == s && s[0] != '.'
 }
 
 // postPair sends the request to the inviting cluster's corral-rapi,

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"time"
 
 	"github.com/corral/corral/internal/atomicfile"
@@ -42,8 +41,6 @@ type invitationFile struct {
 	Secret string `json:"secret"`
 }
 
-var peerNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)
-
 // WriteInvitation stores an invitation in the master directory md (mode
 // 0400, for uid:gid).
 func WriteInvitation(md string, inv Invitation, uid, gid int) error {
@@ -68,7 +65,7 @@ func WriteInvitation(md string, inv Invitation, uid, gid int) error {
 // takeInvitation reads and removes an invitation: it can be used once,
 // and a failed attempt uses it too, so its secret cannot be guessed at.
 func takeInvitation(md, id string) (*Invitation, error) {
-	if !regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(id) {
+	if !pair.ValidID(id) {
 		return nil, ecode.Errorf(ecode.Inval, "malformed invitation id")
 	}
 	p := filepath.Join(md, DirPairing, id)
@@ -110,7 +107,7 @@ func (d *Daemon) pairRedeem(ctx context.Context, req pair.Request) (*pair.Reply,
 		d.log.Warn("pairing refused", "invitation", inv.ID, "err", err)
 		return nil, ecode.Errorf(ecode.Inval, "%v (the invitation is now used up; make a new one)", err)
 	}
-	if peerNameRE.MatchString(req.Joiner.Cluster) {
+	if pair.ValidPeerName(req.Joiner.Cluster) {
 		b, _ := json.MarshalIndent(req.Joiner, "", "  ")
 		dir := filepath.Join(md, DirPeers)
 		if err := os.MkdirAll(dir, 0o700); err == nil {

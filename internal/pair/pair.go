@@ -57,8 +57,9 @@ type tokenWire struct {
 }
 
 var (
-	idRE  = regexp.MustCompile(`^[0-9a-f]{16}$`)
-	hexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	idRE   = regexp.MustCompile(`^[0-9a-f]{16}$`)
+	hexRE  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)
 )
 
 // NewToken makes an invitation for the RAPI at rapiURL whose certificate
@@ -174,6 +175,13 @@ func Fingerprint(caPEM string) string {
 	sum := sha256.Sum256(certs[0].Raw)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
+
+// ValidID reports whether id has the form of an invitation id.
+func ValidID(id string) bool { return idRE.MatchString(id) }
+
+// ValidPeerName reports whether a cluster name can name a paired cluster's
+// files (peers/<name>.json): a DNS-like name, never a path.
+func ValidPeerName(name string) bool { return nameRE.MatchString(name) }
 
 // Expired reports whether the invitation lapsed at now.
 func (t Token) Expired(now time.Time) bool { return now.Unix() >= t.Expires }

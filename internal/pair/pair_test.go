@@ -129,3 +129,18 @@ func FuzzParseToken(f *testing.F) {
 		}
 	})
 }
+
+func TestValidNames(t *testing.T) {
+	for name, want := range map[string]bool{
+		"cluster1.example.com": true, "c-2_x": true, "": false, "../x": false, "a/b": false,
+		".hidden": false, strings.Repeat("a", 254): false,
+	} {
+		if got := ValidPeerName(name); got != want {
+			t.Errorf("ValidPeerName(%q) = %v, want %v", name, got, want)
+		}
+	}
+	tok := newTestToken(t)
+	if !ValidID(tok.ID) || ValidID("../../etc") || ValidID("") {
+		t.Error("ValidID")
+	}
+}
