@@ -37,7 +37,7 @@ const (
 
 // transferPoll is how often a transfer's status is read; transferReport
 // how often its progress goes to the job log.
-var (
+const (
 	transferPoll   = 500 * time.Millisecond
 	transferReport = 5 * time.Second
 )
