@@ -76,7 +76,7 @@ func IssueEtcdClientCert(l Layout, setOwners bool) error {
 	if err != nil {
 		return err
 	}
-	if err := issueEtcd(ca, "corrald", pki.RoleMaster, []string{EtcdClientHostname}, nil, certPath, keyPath); err != nil {
+	if err := issueEtcd(ca, "corrald", pki.RoleEtcdClient, []string{EtcdClientHostname}, nil, certPath, keyPath); err != nil {
 		return err
 	}
 	if setOwners {
@@ -266,7 +266,7 @@ func etcdFiles(l Layout, ip net.IP, acct Account, setOwners bool) (etcdproc.TLSF
 	if !ip.Equal(net.IPv4(127, 0, 0, 1)) {
 		ips = append(ips, net.IPv4(127, 0, 0, 1))
 	}
-	if err := issueEtcd(ca, "corral-etcd", pki.RoleMasterCandidate, []string{EtcdClientHostname, EtcdPeerHostname}, ips, f.CertFile, f.KeyFile); err != nil {
+	if err := issueEtcd(ca, "corral-etcd", pki.RoleEtcdMember, []string{EtcdClientHostname, EtcdPeerHostname}, ips, f.CertFile, f.KeyFile); err != nil {
 		return f, err
 	}
 	if err := os.WriteFile(f.CAFile, ca.CertPEM(), 0o644); err != nil {

@@ -149,7 +149,7 @@ func TestMigrateCommand(t *testing.T) {
 	if certs[0].VerifyHostname(EtcdClientHostname) != nil {
 		t.Errorf("client certificate names %v, not %s", certs[0].DNSNames, EtcdClientHostname)
 	}
-	if role, _ := pki.RoleOf(certs[0]); role != pki.RoleMaster {
+	if role, _ := pki.RoleOf(certs[0]); role != pki.RoleEtcdClient {
 		t.Errorf("client certificate role %q", role)
 	}
 

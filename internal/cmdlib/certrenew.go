@@ -37,7 +37,7 @@ type nodeCertPlan struct {
 }
 
 // nodeServingRoles are the roles a node daemon's certificate may carry.
-var nodeServingRoles = []pki.Role{pki.RoleNode, pki.RoleMasterCandidate, pki.RoleMaster}
+var nodeServingRoles = pki.NodeDaemonRoles()
 
 func (pl *nodeCertPlan) steps() []Step {
 	return []Step{{"node-cert-sign", pl.sign}, {"node-cert-install", pl.install}}

@@ -163,7 +163,7 @@ func TestRenewNodeAndClusterCertificates(t *testing.T) {
 		t.Fatal("renewed node certificates without a CA")
 	}
 	e.proc.Certs = d
-	d.enroll(t, "n1", "127.0.0.2", pki.RoleMaster)
+	d.enroll(t, "n1", "127.0.0.2", pki.RoleNode)
 	d.enroll(t, "n2", "127.0.0.3", pki.RoleNode)
 	d.enroll(t, "n3", "127.0.0.4", pki.RoleNode)
 	before := map[string]*x509.Certificate{}

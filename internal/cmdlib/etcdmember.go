@@ -343,7 +343,7 @@ func issueMemberCert(ca *pki.CA, pl *etcdPlan) (certPEM, keyPEM []byte, err erro
 	if err != nil {
 		return nil, nil, err
 	}
-	certPEM, err = ca.Issue(pki.IssueRequest{CommonName: "corral-etcd " + pl.Name, Role: pki.RoleMasterCandidate,
+	certPEM, err = ca.Issue(pki.IssueRequest{CommonName: "corral-etcd " + pl.Name, Role: pki.RoleEtcdMember,
 		DNSNames: []string{etcdproc.ClientHostname, etcdproc.PeerHostname}, IPs: ips, PublicKey: key.Public()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("issuing the certificate of etcd member %s: %w", pl.Name, err)

@@ -224,6 +224,11 @@ func openOn(ctx context.Context, opts Options, st store.Store, term *election.Te
 	if err != nil {
 		return nil, err
 	}
+	// Nodes raise their epoch only for a grant the CA signed: this master
+	// signs one now that its fenced write of the epoch has succeeded.
+	if err := d.grantEpoch(client, c.Epoch); err != nil {
+		return nil, err
+	}
 	d.rpc = &nodeRPC{client: client, cfg: d.cfg, term: term, metrics: d.metrics}
 	d.proc = cmdlib.NewProcessor(d.cfg, d.locks, d.rpc, opcodes.Default(), opts.Logger)
 	d.proc.Failpoints = opts.Failpoints
@@ -421,6 +426,24 @@ func (d *Daemon) Close() {
 	if d.st != nil {
 		d.st.Close()
 	}
+}
+
+// grantEpoch signs the grant of epoch (pki.EpochGrant) with the cluster CA
+// and hands it to client. It must run only after epoch is durable in the
+// store under this master's term.
+func (d *Daemon) grantEpoch(client *rpc.Client, epoch int64) error {
+	g := pki.EpochGrant{Epoch: epoch, Issued: time.Now().Unix()}
+	if d.term != nil {
+		g.Master, g.Token = d.term.Name, d.term.Token
+	} else if n, ok := d.cfg.Node(d.cfg.Cluster().MasterNode); ok {
+		g.Master = n.Name
+	}
+	grant, err := d.ca.SignEpochGrant(g)
+	if err != nil {
+		return fmt.Errorf("granting the master epoch: %w", err)
+	}
+	client.SetEpochGrant(epoch, grant)
+	return nil
 }
 
 // announceTimeout bounds the epoch announcement to one node.

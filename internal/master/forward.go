@@ -29,7 +29,7 @@ import (
 // directory, which every master candidate holds (as Ganeti copies its
 // server certificate to every candidate):
 //   - the master accepts only clients whose certificate the cluster CA
-//     issued with the master or master-candidate role (node daemons'
+//     issued with the master role (etcd members' and node daemons'
 //     certificates, from the same CA, are refused);
 //   - a standby accepts only a server certificate the cluster CA issued
 //     with the master role, for the name in its own master certificate.
@@ -78,8 +78,7 @@ func forwardTLS(stateDir string) (server, client *tls.Config, err error) {
 		return nil, nil, fmt.Errorf("forwarding: %s is not a master certificate (role %q)", filepath.Join(stateDir, FileMasterCert), role)
 	}
 	// Only the master role may call in: every candidate holds the master
-	// certificate, while master-candidate certificates are also what etcd
-	// members run with, and an etcd member must not be able to submit jobs.
+	// certificate, and an etcd member must not be able to submit jobs.
 	if server, err = pki.ServerTLSConfig(certPEM, keyPEM, caPEM, pki.RoleMaster); err != nil {
 		return nil, nil, fmt.Errorf("forwarding: %w", err)
 	}

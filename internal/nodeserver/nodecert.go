@@ -30,7 +30,7 @@ const (
 )
 
 // nodeServingRoles are the roles a node daemon's certificate may carry.
-var nodeServingRoles = []pki.Role{pki.RoleNode, pki.RoleMasterCandidate, pki.RoleMaster}
+var nodeServingRoles = pki.NodeDaemonRoles()
 
 // nodeCert renews the daemon's serving certificate without a restart.
 type nodeCert struct {

@@ -32,15 +32,26 @@ import (
 	"github.com/corral/corral/internal/atomicfile"
 )
 
-// Role is what a certificate's holder may do in the cluster.
+// Role is what a certificate's holder may do in the cluster. Every
+// certificate gets the narrowest role for its job; roles.go says which
+// roles each Corral listener accepts.
 type Role string
 
 const (
-	RoleMaster          Role = "master"
+	// RoleMaster is corrald's certificate (master.pem), held by every
+	// master candidate: the one role node daemons take calls from.
+	RoleMaster Role = "master"
+	// RoleMasterCandidate is not issued any more: it was the role of etcd
+	// members' certificates. Certificates that still carry it are accepted
+	// only where an etcd member's are (see roles.go).
 	RoleMasterCandidate Role = "master-candidate"
 	RoleNode            Role = "node"
 	RoleRAPI            Role = "rapi"
 	RoleAdmin           Role = "admin"
+	// RoleEtcdMember is an etcd member's peer and server certificate.
+	RoleEtcdMember Role = "etcd-member"
+	// RoleEtcdClient is corrald's client certificate towards etcd.
+	RoleEtcdClient Role = "etcd-client"
 )
 
 // roleOUPrefix marks the OrganizationalUnit that carries the role, so other
@@ -58,7 +69,7 @@ const clockSkew = 5 * time.Minute
 // Valid reports whether r is one of the known roles.
 func (r Role) Valid() bool {
 	switch r {
-	case RoleMaster, RoleMasterCandidate, RoleNode, RoleRAPI, RoleAdmin:
+	case RoleMaster, RoleMasterCandidate, RoleNode, RoleRAPI, RoleAdmin, RoleEtcdMember, RoleEtcdClient:
 		return true
 	}
 	return false

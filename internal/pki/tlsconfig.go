@@ -119,7 +119,7 @@ func ClientTLSConfig(certPEM, keyPEM, caPEM []byte, serverName string, serverRol
 func PinnedClientTLSConfig(caSHA256 string, onCA func(caPEM []byte), serverRoles ...Role) *tls.Config {
 	roles := slices.Clone(serverRoles)
 	if len(roles) == 0 {
-		roles = []Role{RoleMaster, RoleMasterCandidate}
+		roles = JoinServerRoles()
 	}
 	return &tls.Config{
 		MinVersion:         tls.VersionTLS13,

@@ -28,9 +28,14 @@ type ClientOptions struct {
 // DefaultTimeout is the per-call timeout when ClientOptions.Timeout is 0.
 const DefaultTimeout = 60 * time.Second
 
-// nodeServerRoles are the roles a node daemon's certificate may carry: a
-// master machine runs a node daemon too, with its own certificate.
-var nodeServerRoles = []pki.Role{pki.RoleNode, pki.RoleMaster, pki.RoleMasterCandidate}
+// nodeServerRoles are the roles a node daemon's certificate may carry.
+var nodeServerRoles = pki.NodeDaemonRoles()
+
+// epochGrant is a grant and the epoch it is for.
+type epochGrant struct {
+	epoch int64
+	grant string
+}
 
 // Client calls node daemons. It keeps one connection pool per (node,
 // address), because the TLS configuration verifies the node's name and a
@@ -40,6 +45,7 @@ type Client struct {
 	// swaps it while calls in flight keep their connections.
 	own     atomic.Pointer[tls.Certificate]
 	epoch   func() int64
+	grant   atomic.Pointer[epochGrant]
 	timeout time.Duration
 	log     *slog.Logger
 
@@ -113,6 +119,13 @@ func (c *Client) SetCertificate(certPEM, keyPEM []byte) error {
 	c.own.Store(&cert)
 	c.Close()
 	return nil
+}
+
+// SetEpochGrant gives the client the grant (pki.EpochGrant, encoded) of
+// epoch: calls made while the epoch source returns that epoch carry it, so
+// nodes that have not seen the epoch yet accept it.
+func (c *Client) SetEpochGrant(epoch int64, grant string) {
+	c.grant.Store(&epochGrant{epoch: epoch, grant: grant})
 }
 
 // Certificate is the certificate the client presents on new connections.
@@ -219,7 +232,11 @@ func (c *Client) newRequest(ctx context.Context, timeout time.Duration, node, ad
 		return nil, nil, nil, ecode.Errorf(ecode.Inval, "rpc to node %s: bad address %q", node, addr)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(HeaderEpoch, strconv.FormatInt(c.epoch(), 10))
+	epoch := c.epoch()
+	req.Header.Set(HeaderEpoch, strconv.FormatInt(epoch, 10))
+	if g := c.grant.Load(); g != nil && g.epoch == epoch {
+		req.Header.Set(HeaderEpochGrant, g.grant)
+	}
 	if opID != "" {
 		req.Header.Set(HeaderOp, opID)
 	}

@@ -88,11 +88,26 @@ func newNodeServer(t testing.TB, ca *testCA, name, dir string) *Server {
 }
 
 // newMasterClient makes a client with a master certificate whose epoch is
-// read from epoch.
+// read from epoch, holding the CA's grant for epoch's current value (a
+// later epoch needs grantEpoch).
 func newMasterClient(t testing.TB, ca *testCA, epoch *atomic.Int64) *Client {
 	t.Helper()
 	cert, key := ca.issue(t, "master", pki.RoleMaster)
-	return newClient(t, cert, key, ca.caPEM, epoch)
+	c := newClient(t, cert, key, ca.caPEM, epoch)
+	grantEpoch(t, ca, c, epoch, epoch.Load())
+	return c
+}
+
+// grantEpoch sets epoch to n and gives c the CA's grant for it, as corrald
+// does when it takes over.
+func grantEpoch(t testing.TB, ca *testCA, c *Client, epoch *atomic.Int64, n int64) {
+	t.Helper()
+	g, err := ca.ca.SignEpochGrant(pki.EpochGrant{Epoch: n, Master: "master", Issued: time.Now().Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch.Store(n)
+	c.SetEpochGrant(n, g)
 }
 
 func newClient(t testing.TB, cert, key, caPEM []byte, epoch *atomic.Int64) *Client {

@@ -78,9 +78,12 @@ func TestCallRefusals(t *testing.T) {
 	calls := countingEcho(s)
 	srv := startServer(t, s)
 
-	nodeCert, nodeKey := ca.issue(t, "node2", pki.RoleNode)
 	foreignCert, foreignKey := other.issue(t, "master", pki.RoleMaster)
-	mcCert, mcKey := ca.issue(t, "mc1", pki.RoleMasterCandidate)
+	// Certificates of the same CA made for other jobs: none may call.
+	roleClient := func(role pki.Role) *Client {
+		cert, key := ca.issue(t, "x-"+string(role), role)
+		return newClient(t, cert, key, ca.caPEM, epochOf(1))
+	}
 
 	// A node of another cluster (another CA) named like ours.
 	foreign := newNodeServer(t, other, "node1", t.TempDir())
@@ -95,9 +98,14 @@ func TestCallRefusals(t *testing.T) {
 		wantCalls int64
 		wantOK    bool
 	}{
-		{"master candidate", newClient(t, mcCert, mcKey, ca.caPEM, epochOf(1)), "node1", srv.addr, 1, true},
+		{"master", newMasterClient(t, ca, epochOf(1)), "node1", srv.addr, 1, true},
+		{"etcd member role client", roleClient(pki.RoleEtcdMember), "node1", srv.addr, 1, false},
+		{"etcd client role client", roleClient(pki.RoleEtcdClient), "node1", srv.addr, 1, false},
+		{"old etcd member (master-candidate role) client", roleClient(pki.RoleMasterCandidate), "node1", srv.addr, 1, false},
+		{"rapi role client", roleClient(pki.RoleRAPI), "node1", srv.addr, 1, false},
+		{"admin role client", roleClient(pki.RoleAdmin), "node1", srv.addr, 1, false},
 		{"no client certificate", newClient(t, nil, nil, ca.caPEM, epochOf(1)), "node1", srv.addr, 1, false},
-		{"node role client", newClient(t, nodeCert, nodeKey, ca.caPEM, epochOf(1)), "node1", srv.addr, 1, false},
+		{"node role client", roleClient(pki.RoleNode), "node1", srv.addr, 1, false},
 		{"client of another CA", newClient(t, foreignCert, foreignKey, other.caPEM, epochOf(1)), "node1", srv.addr, 1, false},
 		{"server certificate names another node", newMasterClient(t, ca, epochOf(1)), "node9", srv.addr, 1, false},
 		{"server of another CA", newMasterClient(t, ca, epochOf(1)), "node1", foreignSrv.addr, 1, false},
@@ -140,6 +148,7 @@ func TestHandlerRefusesUnverifiedPeer(t *testing.T) {
 
 func TestEpochFencing(t *testing.T) {
 	ca := newTestCA(t, "alpha")
+	other := newTestCA(t, "beta")
 	dir := t.TempDir()
 	s := newNodeServer(t, ca, "node1", dir)
 	calls := countingEcho(s)
@@ -147,21 +156,55 @@ func TestEpochFencing(t *testing.T) {
 	epoch := epochOf(5)
 	c := newMasterClient(t, ca, epoch)
 	ctx := context.Background()
+	call := func() error { return c.Call(ctx, "node1", srv.addr, "echo", "", echoArgs{"a"}, nil) }
 
-	if err := c.Call(ctx, "node1", srv.addr, "echo", "", echoArgs{"a"}, nil); err != nil {
+	if err := call(); err != nil {
 		t.Fatal(err)
 	}
+	// An older epoch is refused without learning the node's.
 	epoch.Store(3)
-	err := c.Call(ctx, "node1", srv.addr, "echo", "", echoArgs{"a"}, nil)
+	err := call()
 	e, ok := ecode.As(err)
-	if !ok || e.Kind != ecode.RemoteError || e.Class != ecode.State || e.Msg != "stale master epoch 3 < 5" {
+	if !ok || e.Kind != ecode.RemoteError || e.Class != ecode.State || e.Msg != errStaleEpoch.Msg {
 		t.Fatalf("stale call: err = %#v", err)
 	}
-	if calls.Load() != 1 {
-		t.Fatalf("handler ran %d times; the stale call must not run", calls.Load())
+	if strings.Contains(err.Error(), "5") {
+		t.Fatalf("the refusal names the node's epoch: %v", err)
 	}
+	// A higher epoch needs the CA's grant for exactly that epoch: without
+	// one, with one for another epoch, or with one another CA signed, the
+	// node refuses and keeps its epoch.
+	refused := func(what string) {
+		t.Helper()
+		err := call()
+		if e, ok := ecode.As(err); !ok || e.Kind != ecode.PermissionDenied {
+			t.Fatalf("%s: err = %v", what, err)
+		}
+		if strings.Contains(err.Error(), "5") {
+			t.Fatalf("%s: the refusal names the node's epoch: %v", what, err)
+		}
+		if s.Epoch() != 5 {
+			t.Fatalf("%s: node epoch = %d, want 5", what, s.Epoch())
+		}
+	}
+	epoch.Store(99999999)
+	refused("no grant")
+	grantEpoch(t, ca, c, epoch, 8)
 	epoch.Store(7)
-	if err := c.Call(ctx, "node1", srv.addr, "echo", "", echoArgs{"a"}, nil); err != nil {
+	refused("grant of another epoch")
+	g, err := other.ca.SignEpochGrant(pki.EpochGrant{Epoch: 7, Master: "master"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetEpochGrant(7, g)
+	refused("grant of another CA")
+	c.SetEpochGrant(7, "e30."+strings.Repeat("A", 86))
+	refused("forged grant")
+	if calls.Load() != 1 {
+		t.Fatalf("handler ran %d times; refused calls must not run", calls.Load())
+	}
+	grantEpoch(t, ca, c, epoch, 7)
+	if err := call(); err != nil {
 		t.Fatal(err)
 	}
 	srv.stop()
@@ -175,7 +218,7 @@ func TestEpochFencing(t *testing.T) {
 	srv2 := startServer(t, s2)
 	epoch.Store(6)
 	err = c.Call(ctx, "node1", srv2.addr, "echo", "", echoArgs{"a"}, nil)
-	if ecode.ClassOf(err) != ecode.State || !strings.Contains(err.Error(), "6 < 7") {
+	if ecode.ClassOf(err) != ecode.State || strings.Contains(err.Error(), "7") {
 		t.Fatalf("stale call after restart: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,7 +36,7 @@ type StreamHandler func(ctx context.Context, args json.RawMessage, conn io.ReadW
 // ServerOptions configures a node's RPC server.
 type ServerOptions struct {
 	CertPEM, KeyPEM, CAPEM []byte
-	AllowedRoles           []pki.Role // default master, master-candidate
+	AllowedRoles           []pki.Role // default pki.NodeRPCCallerRoles()
 	StateDir               string     // highest seen epoch and operation records (created 0700)
 	Logger                 *slog.Logger
 	OpRecordTTL            time.Duration // default 24h
@@ -60,6 +61,9 @@ type Server struct {
 		sync.Mutex
 		cert, key, ca []byte
 	}
+	// cas is the trusted CA bundle, parsed: epoch grants must be signed by
+	// one of them.
+	cas    atomic.Pointer[[]*x509.Certificate]
 	epoch  *epochStore
 	ops    *opStore
 	pruneN time.Duration
@@ -86,7 +90,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if len(s.roles) == 0 {
-		s.roles = []pki.Role{pki.RoleMaster, pki.RoleMasterCandidate}
+		s.roles = pki.NodeRPCCallerRoles()
 	}
 	if err := s.SetCredentials(opts.CertPEM, opts.KeyPEM, opts.CAPEM); err != nil {
 		return nil, err
@@ -119,6 +123,11 @@ func (s *Server) SetCredentials(certPEM, keyPEM, caPEM []byte) error {
 	if err != nil {
 		return fmt.Errorf("rpc: %w", err)
 	}
+	_, cas, err := pki.CAPool(caPEM)
+	if err != nil {
+		return fmt.Errorf("rpc: %w", err)
+	}
+	s.cas.Store(&cas)
 	s.creds.Lock()
 	s.creds.cert, s.creds.key, s.creds.ca = certPEM, keyPEM, caPEM
 	s.creds.Unlock()
@@ -251,10 +260,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	epoch, err := parseEpoch(r.Header.Get(HeaderEpoch))
 	if err == nil {
-		err = s.epoch.admit(epoch)
+		err = s.epoch.admit(epoch, func(cur int64) error { return s.checkGrant(r, epoch, cur, log) })
 	}
 	if err != nil {
-		log.Warn("rpc refused", "epoch", r.Header.Get(HeaderEpoch), "err", err)
+		// The log has both epochs; the caller is told neither.
+		log.Warn("rpc refused", "epoch", truncate(r.Header.Get(HeaderEpoch), 32), "current", s.epoch.get(), "err", err)
 		writeFailure(w, errorStatus(err), err)
 		return
 	}
@@ -343,6 +353,27 @@ func (s *Server) run(ctx context.Context, h Handler, args json.RawMessage) (stat
 		return http.StatusInternalServerError, encodeFailure(err), true
 	}
 	return http.StatusOK, b, true
+}
+
+// errNoGrant refuses a higher epoch that comes without a valid grant.
+var errNoGrant = ecode.New(ecode.PermissionDenied, ecode.Inval,
+	"a new master epoch needs a grant signed by the cluster CA ("+HeaderEpochGrant+")")
+
+// checkGrant runs when a call carries an epoch above the node's: the
+// caller must prove it won that epoch with a grant the cluster CA signed
+// for exactly that epoch (pki.EpochGrant).
+func (s *Server) checkGrant(r *http.Request, epoch, cur int64, log *slog.Logger) error {
+	g, err := pki.VerifyEpochGrant(*s.cas.Load(), r.Header.Get(HeaderEpochGrant))
+	if err != nil {
+		log.Warn("master epoch not raised", "epoch", epoch, "current", cur, "err", err)
+		return errNoGrant
+	}
+	if g.Epoch != epoch {
+		log.Warn("master epoch not raised: the grant is for another epoch", "epoch", epoch, "grant_epoch", g.Epoch, "current", cur)
+		return errNoGrant
+	}
+	log.Info("master epoch raised", "epoch", epoch, "previous", cur, "master", g.Master, "token", g.Token)
+	return nil
 }
 
 // checkPeer requires a verified client certificate with an allowed role. The

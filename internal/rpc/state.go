@@ -60,16 +60,21 @@ func (s *epochStore) get() int64 {
 	return s.cur
 }
 
-// admit fences a call: a lower epoch is refused; a higher one is written to
-// disk before the call may run.
-func (s *epochStore) admit(epoch int64) error {
+// admit fences a call: a lower epoch is refused; a higher one is allowed
+// only when raise (called under the lock, only then) accepts it, and is
+// written to disk before the call may run. Refusals never name the
+// current epoch: a caller that is refused must not learn what to send.
+func (s *epochStore) admit(epoch int64, raise func(cur int64) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if epoch < s.cur {
-		return ecode.New(ecode.RemoteError, ecode.State, fmt.Sprintf("stale master epoch %d < %d", epoch, s.cur))
+		return errStaleEpoch
 	}
 	if epoch == s.cur {
 		return nil
+	}
+	if err := raise(s.cur); err != nil {
+		return err
 	}
 	if err := atomicfile.WriteFile(s.path, []byte(strconv.FormatInt(epoch, 10)+"\n"), 0o600); err != nil {
 		return &ecode.Error{Kind: ecode.RemoteError, Class: ecode.Environ, Msg: "cannot record master epoch: " + err.Error(), Err: err}
@@ -77,6 +82,9 @@ func (s *epochStore) admit(epoch int64) error {
 	s.cur = epoch
 	return nil
 }
+
+// errStaleEpoch is what a caller with an older epoch is told.
+var errStaleEpoch = ecode.New(ecode.RemoteError, ecode.State, "stale master epoch: a newer master has taken over this node")
 
 // opRecord is a finished operation's answer, replayed to retries.
 type opRecord struct {

@@ -25,7 +25,7 @@ func TestEpochStore(t *testing.T) {
 		{0, true, 0}, {4, true, 4}, {4, true, 4}, {3, false, 4}, {9, true, 9}, {0, false, 9},
 	}
 	for _, st := range steps {
-		err := s.admit(st.epoch)
+		err := s.admit(st.epoch, func(int64) error { return nil })
 		if (err == nil) != st.ok || s.get() != st.after {
 			t.Fatalf("admit(%d) = %v, epoch %d; want ok=%v, %d", st.epoch, err, s.get(), st.ok, st.after)
 		}
@@ -36,6 +36,13 @@ func TestEpochStore(t *testing.T) {
 	again, err := openEpoch(path)
 	if err != nil || again.get() != 9 {
 		t.Fatalf("reopened: %d, %v", again.get(), err)
+	}
+	// A refused raise leaves the epoch, and the file, as they were.
+	if err := s.admit(12, func(int64) error { return errNoGrant }); err != errNoGrant || s.get() != 9 {
+		t.Fatalf("refused raise: %v, epoch %d", err, s.get())
+	}
+	if again, _ := openEpoch(path); again.get() != 9 {
+		t.Fatalf("refused raise reached the file: %d", again.get())
 	}
 	fi, _ := os.Stat(path)
 	if fi.Mode().Perm() != 0o600 {

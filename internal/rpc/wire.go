@@ -20,9 +20,12 @@ import (
 
 // Wire constants shared by client and server.
 const (
-	HeaderEpoch    = "X-Corral-Epoch"
-	HeaderOp       = "X-Corral-Op"
-	HeaderReplayed = "X-Corral-Replayed" // "1" when the answer came from an operation record
+	HeaderEpoch = "X-Corral-Epoch"
+	// HeaderEpochGrant carries the pki.EpochGrant for the epoch in
+	// HeaderEpoch; a node raises its epoch only with a valid one.
+	HeaderEpochGrant = "X-Corral-Epoch-Grant"
+	HeaderOp         = "X-Corral-Op"
+	HeaderReplayed   = "X-Corral-Replayed" // "1" when the answer came from an operation record
 
 	PathPrefix     = "/rpc/v1/"
 	JoinPath       = "/join/v1"

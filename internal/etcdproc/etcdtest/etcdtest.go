@@ -129,8 +129,8 @@ func NewCerts(t testing.TB) *Certs {
 		return f
 	}
 	return &Certs{
-		Member:     issue("etcd-member", pki.RoleMasterCandidate, []net.IP{net.IPv4(127, 0, 0, 1)}),
-		Client:     issue("corrald", pki.RoleMaster, nil),
+		Member:     issue("etcd-member", pki.RoleEtcdMember, []net.IP{net.IPv4(127, 0, 0, 1)}),
+		Client:     issue("corrald", pki.RoleEtcdClient, nil),
 		ServerName: "127.0.0.1",
 	}
 }

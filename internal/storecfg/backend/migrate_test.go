@@ -337,7 +337,7 @@ func TestTLSConfigRole(t *testing.T) {
 	if _, err := TLSConfig(dir, rec); err == nil || !strings.Contains(err.Error(), "c.pem") {
 		t.Fatalf("TLSConfig without the client certificate: %v", err)
 	}
-	certPEM, keyPEM, _ := leaf(pki.RoleMaster)
+	certPEM, keyPEM, _ := leaf(pki.RoleEtcdClient)
 	if err := pki.WriteKeyPair(filepath.Join(dir, "c.pem"), filepath.Join(dir, "c.key"), certPEM, keyPEM); err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func TestTLSConfigRole(t *testing.T) {
 	for _, tc := range []struct {
 		role pki.Role
 		ok   bool
-	}{{pki.RoleMasterCandidate, true}, {pki.RoleMaster, true}, {pki.RoleNode, false}, {pki.RoleRAPI, false}, {pki.RoleAdmin, false}} {
+	}{{pki.RoleEtcdMember, true}, {pki.RoleMasterCandidate, true}, {pki.RoleMaster, false}, {pki.RoleEtcdClient, false}, {pki.RoleNode, false}, {pki.RoleRAPI, false}, {pki.RoleAdmin, false}} {
 		_, _, cert := leaf(tc.role)
 		err := cfg.VerifyConnection(tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}})
 		if (err == nil) != tc.ok {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/corral/corral/internal/pki"
@@ -124,8 +125,10 @@ func TLSConfig(masterDir string, cfg storecfg.Config) (*tls.Config, error) {
 			if len(cs.PeerCertificates) == 0 {
 				return errors.New("etcd member sent no certificate")
 			}
-			if role, ok := pki.RoleOf(cs.PeerCertificates[0]); ok && role != pki.RoleMasterCandidate && role != pki.RoleMaster {
-				return fmt.Errorf("etcd member certificate %q has role %s, not %s", cs.PeerCertificates[0].Subject.CommonName, role, pki.RoleMasterCandidate)
+			// A certificate without a Corral role comes from an etcd PKI
+			// of the operator's (cluster init --etcd-ca-file ...).
+			if role, ok := pki.RoleOf(cs.PeerCertificates[0]); ok && !slices.Contains(pki.EtcdMemberRoles(), role) {
+				return fmt.Errorf("etcd member certificate %q has role %q, not %s", cs.PeerCertificates[0].Subject.CommonName, role, pki.RoleEtcdMember)
 			}
 			return nil
 		},
