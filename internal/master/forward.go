@@ -1,10 +1,13 @@
 package master
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -210,13 +213,23 @@ func (c *handshakeConn) Read(b []byte) (int, error) {
 // to the current master over one TLS connection of its own, so requests
 // keep their order and long polls their semantics. It never reads what it
 // relays beyond counting message ends, which tells whether a call is in
-// progress when the master connection breaks.
+// progress when the master connection breaks. Whether to relay is decided
+// per request: while no master can be reached each request is answered with
+// the standby error, and the first request that finds a master moves the
+// whole connection to it, so a client's connection accepted during a
+// failover starts working as soon as the new master serves.
 type forwarder struct {
-	leader func(ctx context.Context) (election.Leader, error)
-	self   string // this candidate's name: never relay to oneself
-	tls    *tls.Config
-	log    *slog.Logger
-	grace  time.Duration
+	leader  func(ctx context.Context) (election.Leader, error)
+	standby func(ctx context.Context) error // the error a request gets while no master is reached
+	self    string                          // this candidate's name: never relay to oneself
+	tls     *tls.Config
+	log     *slog.Logger
+	grace   time.Duration
+	// maxRequest bounds a request read while no master is reached.
+	maxRequest int
+	// lastWarn rate-limits the warning about an unreachable master (unix
+	// nanoseconds).
+	lastWarn atomic.Int64
 }
 
 func newForwarder(opts Options, st store.Store, self string) (*forwarder, error) {
@@ -225,29 +238,122 @@ func newForwarder(opts Options, st store.Store, self string) (*forwarder, error)
 		return nil, err
 	}
 	return &forwarder{
-		leader: func(ctx context.Context) (election.Leader, error) { return election.CurrentLeader(ctx, st, "") },
-		self:   self, tls: cfg, log: opts.Logger, grace: forwardGrace,
+		leader:  func(ctx context.Context) (election.Leader, error) { return election.CurrentLeader(ctx, st, "") },
+		standby: func(ctx context.Context) error { return standbyError(ctx, st) },
+		self:    self, tls: cfg, log: opts.Logger, grace: forwardGrace, maxRequest: opts.MaxMessageBytes,
 	}, nil
 }
 
-// divert relays nc to the master and reports true, or reports false when
-// there is no master to relay to, leaving nc to the standby's own
-// handler, which answers with the standby error.
-func (f *forwarder) divert(ctx context.Context, nc net.Conn) bool {
+// forwardWarnEvery bounds how often a standby logs that it cannot reach
+// the master: during a failover every request would.
+const forwardWarnEvery = 5 * time.Second
+
+// dialMaster connects to the current master, or reports false when there
+// is none to relay to (none elected, this candidate, a master that does not
+// forward, or one that cannot be reached).
+func (f *forwarder) dialMaster(ctx context.Context) (election.Leader, net.Conn, bool) {
 	lctx, cancel := context.WithTimeout(ctx, forwardDialTimeout)
 	l, err := f.leader(lctx)
 	cancel()
 	if err != nil || l.Name == f.self || !forwardable(l.Address) {
-		return false
+		return l, nil, false
 	}
 	up, err := dialForward(ctx, f.tls, l.Address)
 	if err != nil {
-		f.log.Warn("standby: cannot forward a LUXI connection to the master", "master", l.Name, "err", err)
-		return false
+		now := time.Now().UnixNano()
+		if last := f.lastWarn.Load(); now-last >= int64(forwardWarnEvery) && f.lastWarn.CompareAndSwap(last, now) {
+			f.log.Warn("standby: cannot forward LUXI requests to the master", "master", l.Name, "err", err)
+		}
+		return l, nil, false
 	}
-	f.relay(ctx, nc, up, l)
+	return l, up, true
+}
+
+// divert serves nc and reports true (the luxi server then leaves it
+// alone): relayed to the master from the first request that finds one,
+// each earlier request answered with the standby error. When ctx ends
+// (the standby stops) a connection not yet relayed is closed.
+func (f *forwarder) divert(ctx context.Context, nc net.Conn) bool {
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	br := bufio.NewReaderSize(nc, 4<<10)
+	var pending []byte // a request read while no master was reached
+	for ctx.Err() == nil {
+		if l, up, ok := f.dialMaster(ctx); ok {
+			f.relay(ctx, &prefixedConn{Conn: nc, r: io.MultiReader(bytes.NewReader(pending), br)}, up, l)
+			return true
+		}
+		if pending != nil {
+			if err := f.answerStandby(ctx, nc); err != nil {
+				break
+			}
+		}
+		var tooBig bool
+		pending, tooBig = readRequest(br, f.maxRequestBytes())
+		if tooBig {
+			_ = nc.SetWriteDeadline(time.Now().Add(forwardErrorTimeout))
+			_ = luxi.WriteFrame(nc, luxi.EncodeFailure(ecode.New(ecode.LuxiError, ecode.Inval,
+				fmt.Sprintf("request exceeds %d bytes", f.maxRequestBytes()))))
+			break
+		}
+		if pending == nil {
+			break // the client left
+		}
+	}
+	nc.Close()
 	return true
 }
+
+func (f *forwarder) maxRequestBytes() int {
+	if f.maxRequest <= 0 {
+		return luxi.DefaultMaxMessageBytes
+	}
+	return f.maxRequest
+}
+
+// answerStandby writes the standby error as the reply of one request.
+func (f *forwarder) answerStandby(ctx context.Context, nc net.Conn) error {
+	var err error
+	if f.standby != nil {
+		err = f.standby(ctx)
+	}
+	if err == nil {
+		err = ecode.Errorf(ecode.State, "this corrald is a standby; no master is elected at the moment, retry shortly")
+	}
+	_ = nc.SetWriteDeadline(time.Now().Add(forwardErrorTimeout))
+	defer nc.SetWriteDeadline(time.Time{})
+	return luxi.WriteFrame(nc, luxi.EncodeFailure(err))
+}
+
+// readRequest reads one request, its end marker included. It returns nil
+// when the client left (or ctx cut the read) and tooBig when the request
+// grew past max bytes.
+func readRequest(br *bufio.Reader, max int) (req []byte, tooBig bool) {
+	for {
+		chunk, err := br.ReadSlice(luxi.ETX)
+		if len(req)+len(chunk) > max {
+			return nil, true
+		}
+		req = append(req, chunk...)
+		switch {
+		case err == nil:
+			return req, false
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		default:
+			return nil, false
+		}
+	}
+}
+
+// prefixedConn reads r (bytes a standby read before it found the master,
+// then the rest of the connection) and otherwise is the client connection.
+type prefixedConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *prefixedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 
 // side names the end of a relayed connection that failed.
 type side int

@@ -455,16 +455,76 @@ func TestForwardable(t *testing.T) {
 }
 
 // The forwarder never relays to itself, even when the record names it
-// (its own key from before a restart).
+// (its own key from before a restart): the request gets the standby error.
 func TestForwardNeverToSelf(t *testing.T) {
-	f := &forwarder{self: "node2", log: quiet, leader: func(context.Context) (election.Leader, error) {
-		return election.Leader{Name: "node2", Address: "127.0.0.1:1"}, nil
+	dir := masterState(t, newCA(t, "c1"))
+	h := newEcho()
+	addr, _ := fakeMaster(t, dir, h)
+	_, cfg, err := forwardTLS(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &forwarder{self: "node2", tls: cfg, log: quiet, grace: forwardGrace, leader: func(context.Context) (election.Leader, error) {
+		return election.Leader{Name: "node2", Address: addr}, nil
 	}}
-	a, b := net.Pipe()
-	defer a.Close()
-	defer b.Close()
-	if f.divert(context.Background(), a) {
-		t.Fatal("relayed a connection to itself")
+	sock := shortSocket(t)
+	serveLuxi(t, luxi.NewServer(luxi.HandlerFunc(func(context.Context, string, []json.RawMessage) (any, error) {
+		return nil, errors.New("not the standby's handler")
+	}), luxi.ServerOptions{Path: sock, Divert: f.divert}))
+	err = dialSock(t, sock).Call(callCtx(t), "QueryJobs", []any{}, nil)
+	if err == nil || !strings.Contains(err.Error(), "this corrald is a standby") {
+		t.Fatalf("call: %v", err)
+	}
+	if n := h.calls.Load(); n != 0 {
+		t.Fatalf("relayed %d calls to itself", n)
+	}
+}
+
+// A connection accepted while no master could be reached is not the
+// standby's for good: the first request after a master appears is relayed,
+// on the same connection, and so is everything after it.
+func TestForwardDecidesPerRequest(t *testing.T) {
+	dir := masterState(t, newCA(t, "c1"))
+	h := newEcho()
+	addr, _ := fakeMaster(t, dir, h)
+	_, cfg, err := forwardTLS(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var elected atomic.Bool
+	f := &forwarder{self: "node2", tls: cfg, log: quiet, grace: forwardGrace,
+		leader: func(context.Context) (election.Leader, error) {
+			if !elected.Load() {
+				return election.Leader{}, election.ErrNoLeader
+			}
+			return election.Leader{Name: "node1", Address: addr}, nil
+		},
+		standby: func(context.Context) error {
+			return ecode.Errorf(ecode.State, "this corrald is a standby; no master is elected at the moment, retry shortly")
+		}}
+	sock := shortSocket(t)
+	serveLuxi(t, luxi.NewServer(luxi.HandlerFunc(func(context.Context, string, []json.RawMessage) (any, error) {
+		return nil, errors.New("not the standby's handler")
+	}), luxi.ServerOptions{Path: sock, Divert: f.divert}))
+	c := dialSock(t, sock)
+	ctx := callCtx(t)
+	for range 3 {
+		if err := c.Call(ctx, "QueryJobs", []any{}, nil); err == nil || !strings.Contains(err.Error(), "no master is elected") {
+			t.Fatalf("call without a master: %v", err)
+		}
+	}
+	elected.Store(true)
+	for i := range 3 {
+		var out []any
+		if err := c.Call(ctx, "QueryJobs", []any{float64(i)}, &out); err != nil {
+			t.Fatalf("call %d once a master serves: %v", i, err)
+		}
+		if len(out) != 2 || out[0] != "QueryJobs" || out[1] != float64(i) {
+			t.Fatalf("reply %v", out)
+		}
+	}
+	if n := h.calls.Load(); n != 3 {
+		t.Fatalf("the master ran %d calls, want 3", n)
 	}
 }
 

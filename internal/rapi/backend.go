@@ -6,7 +6,6 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/luxi"
 )
 
@@ -176,20 +175,16 @@ func (b *LuxiBackend) with(ctx context.Context, f func(*luxi.Client) error) erro
 }
 
 // reusable tells whether a connection can serve another call after one that
-// ended with err. An answer from corrald, even an error answer (no such
-// instance, bad opcode), leaves the stream in step; a failed exchange or a
-// cancelled call does not: the connection errored and is dropped.
+// ended with err: only after a success. An error answer leaves the stream in
+// step, but it may come from a corrald that is not (or no longer) the one
+// that should answer, a standby during a failover say, and a fresh
+// connection then reaches whoever serves now; errors are rare enough that
+// the dial costs nothing that matters. A failed exchange or a cancelled call
+// leaves the stream out of step anyway.
 func reusable(ctx context.Context, err error) bool {
-	if ctx.Err() != nil {
-		// The client may have moved the socket deadline or abandoned the
-		// stream when ctx ended, even if the reply made it.
-		return false
-	}
-	if err == nil {
-		return true
-	}
-	var e *ecode.Error
-	return errors.As(err, &e) && !errors.Is(err, luxi.ErrClientClosed)
+	// After ctx ended, the client may have moved the socket deadline or
+	// abandoned the stream, even if the reply made it.
+	return err == nil && ctx.Err() == nil
 }
 
 // unsent tells whether err proves that corrald did not act on the request,

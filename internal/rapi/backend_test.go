@@ -131,15 +131,23 @@ func TestLuxiBackendReusesConnections(t *testing.T) {
 			t.Fatalf("call %d: %v, %v", i, info, err)
 		}
 	}
-	// An error answer from corrald leaves the connection in step.
+	if n := fx.dials.Load(); n != 1 {
+		t.Errorf("%d dials for 20 sequential calls, want 1", n)
+	}
+	// An error answer drops the connection: it may come from a corrald
+	// that no longer serves (a standby during a failover), and the next
+	// call must reach whoever serves now.
 	if _, err := fx.be.QueryTags(ctx, "instance", "x"); ecode.ClassOf(err) != ecode.NoEnt {
 		t.Fatalf("QueryTags: %v, want a NoEnt error", err)
+	}
+	if n := fx.be.IdleConns(); n != 0 {
+		t.Errorf("%d idle connections after an error answer, want 0", n)
 	}
 	if _, err := fx.be.SubmitJob(ctx, []any{map[string]any{"OP_ID": "OP_TEST_DELAY"}}); err != nil {
 		t.Fatal(err)
 	}
-	if n := fx.dials.Load(); n != 1 {
-		t.Errorf("%d dials for 22 sequential calls, want 1", n)
+	if n := fx.dials.Load(); n != 2 {
+		t.Errorf("%d dials for 22 sequential calls with one error answer, want 2", n)
 	}
 	if n := fx.be.IdleConns(); n != 1 {
 		t.Errorf("%d idle connections, want 1", n)
