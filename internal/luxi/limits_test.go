@@ -242,3 +242,15 @@ func TestServerConnLimitFromRlimit(t *testing.T) {
 		t.Errorf("MaxConns 100 within the descriptor limit became %d", normal)
 	}
 }
+
+// Without options a server times out unfinished requests and idle
+// connections: a daemon that sets neither must not keep them for ever.
+func TestTimeoutsOnByDefault(t *testing.T) {
+	s := NewServer(echo, ServerOptions{})
+	if s.opts.FrameTimeout <= 0 || s.opts.IdleTimeout <= 0 {
+		t.Fatalf("default frame timeout %v, idle timeout %v: want both set", s.opts.FrameTimeout, s.opts.IdleTimeout)
+	}
+	if s.lim.frames.limit <= 0 {
+		t.Fatalf("no default request memory budget")
+	}
+}
