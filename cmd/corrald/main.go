@@ -19,6 +19,7 @@ import (
 
 	"github.com/corral/corral/internal/bootstrap"
 	"github.com/corral/corral/internal/failpoint"
+	"github.com/corral/corral/internal/luxi"
 	"github.com/corral/corral/internal/master"
 	"github.com/corral/corral/internal/store"
 	"github.com/corral/corral/internal/storecfg/backend"
@@ -51,8 +52,12 @@ func run(args []string) error {
 	runDir := fs.String("run-dir", env("CORRAL_RUN_DIR", bootstrap.DefaultRunDir), "runtime directory for sockets (env CORRAL_RUN_DIR); the LUXI socket is <run-dir>/master/luxi.sock")
 	group := fs.String("socket-group", bootstrap.AdminGroup, "group that may use the LUXI socket (\"\" keeps the default group)")
 	join := fs.String("join-listen", "", "address of the node-join TLS listener (default: the cluster's join address)")
-	maxConns := fs.Int("max-connections", 65536, "maximum concurrent LUXI connections")
-	maxMsg := fs.Int("max-message-bytes", 16<<20, "largest LUXI request accepted; a larger one gets an error reply and its connection is closed")
+	maxConns := fs.Int("max-connections", 0, "maximum concurrent LUXI connections (0: derived from the descriptor limit, RLIMIT_NOFILE,\nless max(256, 10%) for the store, etcd, node RPC and listeners; a larger value is lowered to that, with a warning)")
+	adminConns := fs.Int("admin-connections", luxi.DefaultAdminConns, "LUXI connections beyond --max-connections kept for root and corrald's own user, so that an operator gets in\nwhen other clients hold every slot (0: none)")
+	maxMsg := fs.Int("max-message-bytes", luxi.DefaultMaxMessageBytes, "largest LUXI request accepted; a larger one gets an error reply and its connection is closed")
+	reqMem := fs.Int64("request-memory", 0, "memory all LUXI connections together may hold in requests being received; a request that would exceed it\ngets an error reply and its connection is closed (0: max(256 MiB, 4 x --max-message-bytes))")
+	frameTimeout := fs.Duration("frame-timeout", luxi.DefaultFrameTimeout, "a LUXI request must arrive within this long of its first byte, else the client gets an error and is disconnected (0: no limit)")
+	idleTimeout := fs.Duration("idle-timeout", luxi.DefaultIdleTimeout, "a LUXI connection with no call in progress is closed after this long (0: never); a call such as WaitForJobChange is not idleness")
 	watch := fs.Duration("watcher-interval", time.Minute, "how often the watcher checks instances (0 disables)")
 	pendingImport := fs.Duration("pending-import-timeout", master.DefaultPendingImportTimeout, "the watcher removes an import (of an export or a move) that has received nothing for this long (0 never)")
 	candName := fs.String("candidate-name", env("CORRAL_CANDIDATE_NAME", ""), "this corrald's name in the master election of a cluster on etcd (env CORRAL_CANDIDATE_NAME; default: the host name, i.e. the node name)")
@@ -95,9 +100,14 @@ func run(args []string) error {
 	if pi == 0 {
 		pi = -1
 	}
+	admin := *adminConns
+	if admin == 0 {
+		admin = -1
+	}
 	return master.Run(ctx, master.Options{
 		StateDir: l.MasterDir(), RunDir: l.MasterRunDir(), SocketPath: filepath.Join(l.MasterRunDir(), master.FileLUXISocket),
-		SocketGroup: *group, JoinListen: *join, MaxConns: *maxConns, MaxMessageBytes: *maxMsg, WatcherInterval: w, PendingImportTimeout: pi, Logger: log,
+		SocketGroup: *group, JoinListen: *join, MaxConns: *maxConns, AdminConns: admin, MaxMessageBytes: *maxMsg,
+		LUXIRequestMemory: *reqMem, LUXIFrameTimeout: disabledIfZero(*frameTimeout), LUXIIdleTimeout: disabledIfZero(*idleTimeout), WatcherInterval: w, PendingImportTimeout: pi, Logger: log,
 		Failpoints: fp, CandidateName: *candName, CandidateAddress: *candAddr, ForwardAddress: *fwdAddr, ElectionTTL: *electTTL, ElectionReclaim: *reclaim,
 		OpenStore: func(ctx context.Context) (store.Store, error) {
 			st, cfg, err := backend.Open(ctx, l.MasterDir(), backend.Options{Logger: log})
@@ -107,6 +117,15 @@ func run(args []string) error {
 			return st, err
 		},
 	})
+}
+
+// disabledIfZero maps a flag's 0 ("no limit") to the negative duration
+// that means none in master.Options, where 0 takes the default.
+func disabledIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // servePprof serves the runtime profiles on a unix socket only the daemon's

@@ -99,17 +99,31 @@ func failureFrame(err error) []byte {
 	return append(encodeFailure(err), ETX)
 }
 
+// ErrFrameBudget is what an inbox reports when a request would take the
+// memory budget for requests being received beyond its limit.
+var ErrFrameBudget = errors.New("luxi: request memory budget exhausted")
+
 // inbox cuts a connection's incoming bytes into messages. It holds a
 // buffer from pool only while bytes of an unfinished message are pending,
 // so an idle connection holds none; it reads straight into that buffer,
 // without a copy through a bufio.Reader.
+//
+// The memory an unfinished message holds (the buffer, and long) is taken
+// from budget, shared by all connections, and so is a message assembled
+// in long until the caller gives back the cost next returns with it.
+// Messages that fit the buffer cost nothing: the budget is never touched
+// on the fast path.
 type inbox struct {
 	pool    *sync.Pool // of *[readBufSize]byte
 	max     int        // message size limit
+	budget  *frameBudget
 	buf     *[readBufSize]byte
 	r, w    int    // buf[r:w] is unconsumed
 	scanned int    // buf[r:scanned] holds no ETX
 	long    []byte // the start of a message longer than the buffer
+	// bufTaken tells whether buf is taken from the budget (it is while a
+	// message is pending); long's capacity always is.
+	bufTaken bool
 }
 
 // space returns where the next read should go, borrowing a buffer if none
@@ -131,58 +145,104 @@ func (in *inbox) pending() bool { return in.buf != nil || in.long != nil }
 // release returns the buffer if it holds nothing pending.
 func (in *inbox) release() {
 	if in.buf != nil && in.r == in.w {
-		in.pool.Put(in.buf)
-		in.buf = nil
+		in.putBuf()
+	}
+}
+
+func (in *inbox) putBuf() {
+	in.pool.Put(in.buf)
+	in.buf = nil
+	if in.bufTaken {
+		in.budget.give(readBufSize)
+		in.bufTaken = false
 	}
 }
 
 // drop returns the buffer whatever it holds: the connection is done.
 func (in *inbox) drop() {
 	if in.buf != nil {
-		in.pool.Put(in.buf)
-		in.buf = nil
+		in.putBuf()
 	}
+	in.budget.give(int64(cap(in.long)))
 	in.long = nil
 }
 
 // next returns the next complete message (without its ETX, in a fresh
-// slice), or ok false if more bytes must be read first. A message longer
-// than max gives ErrFrameTooLarge, after which the stream is unusable.
-func (in *inbox) next() (msg []byte, ok bool, err error) {
+// slice), or ok false if more bytes must be read first. cost is what the
+// message holds of the budget: the caller gives it back once done with
+// msg. A message longer than max gives ErrFrameTooLarge, one the budget
+// cannot hold ErrFrameBudget; after either the stream is unusable.
+func (in *inbox) next() (msg []byte, cost int64, ok bool, err error) {
 	if in.buf == nil {
-		return nil, false, nil
+		return nil, 0, false, nil
 	}
 	i := bytes.IndexByte(in.buf[in.scanned:in.w], ETX)
 	if i < 0 {
-		in.scanned = in.w
-		if len(in.long)+in.w-in.r > in.max {
-			return nil, false, fmt.Errorf("%w: more than %d bytes", ErrFrameTooLarge, in.max)
-		}
-		switch {
-		case in.w < len(in.buf):
-		case in.r > 0:
-			// Make room behind the partial message.
-			n := copy(in.buf[:], in.buf[in.r:in.w])
-			in.r, in.w, in.scanned = 0, n, n
-		default:
-			// The buffer holds only part of one message: set it aside.
-			in.long = append(in.long, in.buf[:in.w]...)
-			in.r, in.w, in.scanned = 0, 0, 0
-		}
-		return nil, false, nil
+		return nil, 0, false, in.keepPartial()
 	}
 	end := in.scanned + i
 	if len(in.long)+end-in.r > in.max {
-		return nil, false, fmt.Errorf("%w: more than %d bytes", ErrFrameTooLarge, in.max)
+		return nil, 0, false, fmt.Errorf("%w: more than %d bytes", ErrFrameTooLarge, in.max)
 	}
 	if in.long != nil {
-		msg, in.long = append(in.long, in.buf[in.r:end]...), nil
+		if err := in.growLong(end - in.r); err != nil {
+			return nil, 0, false, err
+		}
+		msg, cost, in.long = append(in.long, in.buf[in.r:end]...), int64(cap(in.long)), nil
 	} else {
 		msg = append(make([]byte, 0, end-in.r), in.buf[in.r:end]...)
 	}
 	in.r, in.scanned = end+1, end+1
 	in.release()
-	return msg, true, nil
+	return msg, cost, true, nil
+}
+
+// keepPartial keeps the start of a message until the rest arrives, making
+// room in the buffer for it, and takes the memory that holds from the
+// budget.
+func (in *inbox) keepPartial() error {
+	in.scanned = in.w
+	if len(in.long)+in.w-in.r > in.max {
+		return fmt.Errorf("%w: more than %d bytes", ErrFrameTooLarge, in.max)
+	}
+	if in.r < in.w && !in.bufTaken {
+		if !in.budget.take(readBufSize) {
+			return ErrFrameBudget
+		}
+		in.bufTaken = true
+	}
+	switch {
+	case in.w < len(in.buf):
+	case in.r > 0:
+		// Make room behind the partial message.
+		n := copy(in.buf[:], in.buf[in.r:in.w])
+		in.r, in.w, in.scanned = 0, n, n
+	default:
+		// The buffer holds only part of one message: set it aside.
+		if err := in.growLong(in.w); err != nil {
+			return err
+		}
+		in.long = append(in.long, in.buf[:in.w]...)
+		in.r, in.w, in.scanned = 0, 0, 0
+	}
+	return nil
+}
+
+// growLong makes room in long for n more bytes, doubling its capacity up
+// to max, and takes the growth from the budget.
+func (in *inbox) growLong(n int) error {
+	need := len(in.long) + n
+	if need <= cap(in.long) {
+		return nil
+	}
+	size := max(need, min(2*cap(in.long), in.max))
+	if !in.budget.take(int64(size - cap(in.long))) {
+		return ErrFrameBudget
+	}
+	grown := make([]byte, len(in.long), size)
+	copy(grown, in.long)
+	in.long = grown
+	return nil
 }
 
 // decodeCall is DecodeRequest on the server's hot path. A request in the

@@ -134,7 +134,7 @@ func feedInbox(in []byte, chunk, max int) (msgs []string, end string) {
 	box := inbox{pool: pool, max: max}
 	defer box.drop()
 	for {
-		msg, ok, err := box.next()
+		msg, _, ok, err := box.next()
 		if err != nil {
 			return msgs, "too large"
 		}
@@ -203,11 +203,11 @@ func TestInboxReleasesBuffer(t *testing.T) {
 	box := inbox{pool: &sync.Pool{New: func() any { return new([readBufSize]byte) }}, max: 100}
 	n := copy(box.space(), "a\x03b")
 	box.commit(n)
-	if _, ok, _ := box.next(); !ok || box.buf == nil {
+	if _, _, ok, _ := box.next(); !ok || box.buf == nil {
 		t.Fatalf("after the first message: ok=%v, buffer held %v (want held: %q pending)", ok, box.buf != nil, "b")
 	}
 	box.commit(copy(box.space(), "\x03"))
-	if msg, ok, _ := box.next(); !ok || string(msg) != "b" {
+	if msg, _, ok, _ := box.next(); !ok || string(msg) != "b" {
 		t.Fatalf("second message %q %v", msg, ok)
 	}
 	if box.buf != nil || box.pending() {

@@ -39,13 +39,44 @@ func (f HandlerFunc) Call(ctx context.Context, method string, args []json.RawMes
 
 // ServerOptions configure a Server. Zero values take the documented defaults.
 type ServerOptions struct {
-	Path            string        // socket path (at most MaxSocketPath bytes)
-	Mode            os.FileMode   // default 0660
-	Group           string        // chown the socket to this group if set; an unknown group is an error
-	MaxConns        int           // default 65536; connections beyond are answered with an error and closed
-	MaxMessageBytes int           // default 16 MiB; a larger request gets an error reply and the connection is closed
-	IdleTimeout     time.Duration // 0 = none; a connection with no call in progress is closed after this long
-	Logger          *slog.Logger  // default: discard
+	Path  string      // socket path (at most MaxSocketPath bytes)
+	Mode  os.FileMode // default 0660
+	Group string      // chown the socket to this group if set; an unknown group is an error
+	// MaxConns bounds the connections served at once; connections beyond
+	// are answered with an error and closed. 0 = derived from
+	// RLIMIT_NOFILE (ConnLimit); a larger value than that is clamped to
+	// it, with a warning, as each connection holds a descriptor.
+	MaxConns int
+	// AdminConns is a reserve of connections beyond MaxConns for peers on
+	// a unix socket whose uid is root or the server's own, so that an
+	// operator gets in while other clients hold every normal slot.
+	// 0 = DefaultAdminConns (less if the descriptor limit is tiny);
+	// < 0 = none.
+	AdminConns int
+	// DescriptorsPerConn is how many descriptors one connection holds when
+	// MaxConns is derived (default 1; a standby relaying each connection
+	// to the master holds 2).
+	DescriptorsPerConn int
+	// ShareLimits, when set, makes this server count its connections and
+	// request memory together with that server's, under that server's
+	// limits (MaxConns, AdminConns and FrameMemory here are then unused):
+	// servers of one process share its descriptors and memory.
+	ShareLimits     *Server
+	MaxMessageBytes int // default 16 MiB; a larger request gets an error reply and the connection is closed
+	// FrameMemory bounds the memory all connections together hold in
+	// requests being received and in long ones waiting to run; a request
+	// that would exceed it gets an error reply and its connection is
+	// closed. 0 = max(DefaultFrameMemory, 4×MaxMessageBytes); < 0 = none.
+	FrameMemory int64
+	// FrameTimeout bounds how long a request may take to arrive once its
+	// first byte has: a client that stops in the middle gets an error
+	// reply and is closed. 0 = DefaultFrameTimeout; < 0 = none.
+	FrameTimeout time.Duration
+	// IdleTimeout closes a connection with no call in progress and no
+	// request arriving for this long (a call such as WaitForJobChange
+	// that runs longer is not idleness). 0 = DefaultIdleTimeout; < 0 = none.
+	IdleTimeout time.Duration
+	Logger      *slog.Logger // default: discard
 	// Divert, when set, is offered each accepted connection first, in the
 	// connection's own goroutine: when it returns true it has served and
 	// closed the connection itself (a standby relaying it to the master),
@@ -57,7 +88,6 @@ type ServerOptions struct {
 // Defaults and limits.
 const (
 	DefaultMode            os.FileMode = 0o660
-	DefaultMaxConns                    = 65536
 	DefaultMaxMessageBytes             = 16 << 20
 	// MaxSocketPath is the longest usable unix socket path: sun_path holds
 	// 108 bytes including the terminating NUL.
@@ -90,6 +120,8 @@ type Server struct {
 	bufs    sync.Pool // *[readBufSize]byte, lent to connections while a message arrives
 	replies sync.Pool // *replyBuf
 	workers workerPool
+	lim     *limits // shared with other servers (ShareLimits)
+	clamped int     // the MaxConns asked for when it was clamped, else 0
 	conns   atomic.Int64
 	started atomic.Bool
 	ready   chan struct{}
@@ -100,17 +132,25 @@ func NewServer(h Handler, opts ServerOptions) *Server {
 	if opts.Mode == 0 {
 		opts.Mode = DefaultMode
 	}
-	if opts.MaxConns <= 0 {
-		opts.MaxConns = DefaultMaxConns
-	}
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if opts.FrameTimeout == 0 {
+		opts.FrameTimeout = DefaultFrameTimeout
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
 	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{h: h, opts: opts, log: log, ready: make(chan struct{})}
+	if opts.ShareLimits != nil {
+		s.lim = opts.ShareLimits.lim
+	} else {
+		s.lim, s.clamped = resolveLimits(opts)
+	}
 	s.bufs.New = func() any { return new([readBufSize]byte) }
 	s.replies.New = func() any {
 		rb := &replyBuf{}
@@ -126,6 +166,12 @@ func (s *Server) Addr() string { return s.opts.Path }
 // ConnCount returns the number of connections being served (not counting
 // those rejected over MaxConns).
 func (s *Server) ConnCount() int { return int(s.conns.Load()) }
+
+// MaxConns returns the effective connection limit, and the admin reserve
+// beyond it.
+func (s *Server) MaxConns() (normal, admin int) {
+	return int(s.lim.maxConns), int(s.lim.adminConns)
+}
 
 // Ready is closed once Serve is listening, so callers can dial without
 // polling.
@@ -159,7 +205,7 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 
 func (s *Server) serve(ctx context.Context, ln net.Listener, where string) error {
 	close(s.ready)
-	s.log.Info("LUXI server listening", "path", where)
+	s.logStart(where)
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 
@@ -190,12 +236,13 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, where string) error
 			return fmt.Errorf("luxi: accept on %s: %w", where, err)
 		}
 		backoff = 0
-		if s.conns.Load() >= int64(s.opts.MaxConns) {
+		if !s.lim.admit(func() bool { return adminPeer(nc) }) {
 			wg.Go(func() { s.reject(nc) })
 			continue
 		}
 		s.conns.Add(1)
 		wg.Go(func() {
+			defer s.lim.leave()
 			defer s.conns.Add(-1)
 			if s.opts.Divert != nil && s.opts.Divert(ctx, nc) {
 				return
@@ -288,12 +335,25 @@ func temporaryAcceptError(err error) bool {
 	return false
 }
 
+// logStart logs the server's address and effective limits, and warns of
+// a connection limit clamped to what the descriptor limit allows.
+func (s *Server) logStart(where string) {
+	if s.clamped > 0 {
+		s.log.Warn("LUXI connection limit lowered to what the descriptor limit allows (raise LimitNOFILE to allow more)",
+			"asked", s.clamped, "max_connections", s.lim.maxConns, "nofile", s.lim.nofile)
+	}
+	s.log.Info("LUXI server listening", "path", where,
+		"max_connections", s.lim.maxConns, "admin_connections", s.lim.adminConns, "nofile", s.lim.nofile,
+		"idle_timeout", s.opts.IdleTimeout, "frame_timeout", s.opts.FrameTimeout,
+		"max_message_bytes", s.opts.MaxMessageBytes, "request_memory", s.lim.frames.limit)
+}
+
 // reject answers a connection over the limit with an error and closes it.
 func (s *Server) reject(nc net.Conn) {
 	defer nc.Close()
-	s.log.Warn("LUXI connection rejected: too many connections", "limit", s.opts.MaxConns)
+	s.log.Warn("LUXI connection rejected: too many connections", "limit", s.lim.maxConns)
 	msg := encodeFailure(ecode.New(ecode.LuxiError, ecode.TempNoRes,
-		fmt.Sprintf("too many connections (limit %d)", s.opts.MaxConns)))
+		fmt.Sprintf("too many connections (limit %d)", s.lim.maxConns)))
 	_ = nc.SetWriteDeadline(time.Now().Add(rejectTimeout))
 	_ = WriteFrame(nc, msg)
 }
@@ -369,26 +429,33 @@ type conn struct {
 	werr            error
 	out             []byte // what writeFn has yet to write
 
+	// Timeouts, owned by the reader: see onDeadline.
+	deadline   time.Time // the read deadline set (zero: none)
+	frameStart time.Time // when the pending message began to arrive
+
 	slots chan struct{}
 
-	mu      sync.Mutex
-	queue   []queued
-	running bool // a worker is draining queue
-	worker  sync.WaitGroup
+	mu        sync.Mutex
+	queue     []queued
+	running   bool      // a worker is draining queue
+	idleSince time.Time // when the last call ended (or the connection began)
+	worker    sync.WaitGroup
 }
 
 // queued is a request waiting for its turn, or (reply set) a final error
-// reply, ETX included, after which the connection closes.
+// reply, ETX included, after which the connection closes. cost is the
+// request memory budget its message holds until it has run.
 type queued struct {
 	method string
 	args   []json.RawMessage
 	reply  []byte
+	cost   int64
 }
 
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	cctx, cancel := context.WithCancel(ctx)
 	c := &conn{s: s, nc: nc, ctx: cctx, cancel: cancel, slots: make(chan struct{}, maxPipeline)}
-	c.in = inbox{pool: &s.bufs, max: s.opts.MaxMessageBytes}
+	c.in = inbox{pool: &s.bufs, max: s.opts.MaxMessageBytes, budget: &s.lim.frames}
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
 			c.rc, c.readFn, c.writeFn = rc, c.onReadable, c.tryWrite
@@ -408,22 +475,30 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	nc.Close()
 }
 
-// readLoop reads requests until the client goes away or sends something it
-// must not. It reports whether the client disconnected (calls in progress
-// are then pointless), as opposed to a protocol error whose pending replies,
-// and the error reply, must still go out.
+// readLoop reads requests until the client goes away, sends something it
+// must not or times out. It reports whether the client disconnected (or
+// idled out: calls in progress are then pointless), as opposed to a
+// protocol error whose pending replies, and the error reply, must still go
+// out.
 func (c *conn) readLoop() (clientGone bool) {
 	defer c.in.drop()
-	c.armReadDeadline()
-	if c.rc == nil {
-		return c.readConn()
+	c.startTimeouts()
+	for {
+		var err error
+		if c.rc == nil {
+			err = c.readConn()
+		} else {
+			// One raw read operation at a time: see onReadable.
+			c.gone = true
+			err = c.rc.Read(c.readFn)
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err != nil || c.gone
+		}
+		if !c.onDeadline() {
+			return c.gone
+		}
 	}
-	// One raw read operation for the life of the connection: see onReadable.
-	c.gone = true
-	if err := c.rc.Read(c.readFn); err != nil {
-		return true
-	}
-	return c.gone
 }
 
 // onReadable is the connection's read loop, run by the runtime poller: it
@@ -439,7 +514,7 @@ func (c *conn) readLoop() (clientGone bool) {
 // before each wait when no message is pending.
 func (c *conn) onReadable(fd uintptr) bool {
 	for {
-		wasIdle := !c.in.pending()
+		wasPending := c.in.pending()
 		space := c.in.space()
 		n, err := syscall.Read(int(fd), space)
 		switch {
@@ -453,13 +528,12 @@ func (c *conn) onReadable(fd uintptr) bool {
 			return true
 		}
 		c.in.commit(n)
-		if !c.deliver() {
+		delivered, keep := c.deliver()
+		if !keep {
 			return true
 		}
-		if wasIdle || !c.in.pending() {
-			// A message has begun (it gets its own allowance) or all
-			// have ended (idleness starts).
-			c.armReadDeadline()
+		if c.in.pending() && (!wasPending || delivered > 0) {
+			c.frameBegan()
 		}
 		if n < len(space) && c.shortReadDrains {
 			c.in.release()
@@ -469,13 +543,14 @@ func (c *conn) onReadable(fd uintptr) bool {
 }
 
 // readConn is the read loop for connections without a descriptor: plain
-// Reads, the first byte of each message without a buffer.
-func (c *conn) readConn() (clientGone bool) {
+// Reads, the first byte of each message without a buffer. It returns nil
+// when reading must stop (c.gone tells why), or the read error.
+func (c *conn) readConn() error {
 	for {
-		idle := !c.in.pending()
+		wasPending := c.in.pending()
 		var n int
 		var err error
-		if idle {
+		if !wasPending {
 			if n, err = c.nc.Read(c.first[:]); n > 0 {
 				c.in.space()[0] = c.first[0]
 			}
@@ -484,64 +559,68 @@ func (c *conn) readConn() (clientGone bool) {
 		}
 		if n == 0 {
 			if err != nil {
-				return true
+				return err
 			}
 			continue
 		}
 		c.in.commit(n)
-		if !c.deliver() {
-			return c.gone
+		delivered, keep := c.deliver()
+		if !keep {
+			return nil
 		}
-		if idle || !c.in.pending() {
-			c.armReadDeadline()
+		if c.in.pending() && (!wasPending || delivered > 0) {
+			c.frameBegan()
 		}
 	}
 }
 
-// deliver decodes the complete messages in the inbox and queues them. It
-// reports false when reading must stop, with c.gone telling whether the
-// client left or broke the protocol.
-func (c *conn) deliver() bool {
+// deliver decodes the complete messages in the inbox and queues them,
+// reporting how many. keep is false when reading must stop, with c.gone
+// telling whether the client left or broke the protocol.
+func (c *conn) deliver() (delivered int, keep bool) {
 	s := c.s
 	for {
-		msg, ok, err := c.in.next()
+		msg, cost, ok, err := c.in.next()
 		if err != nil {
-			s.log.Warn("LUXI request too large, closing connection", "limit", s.opts.MaxMessageBytes)
-			c.enqueue(queued{reply: failureFrame(ecode.New(ecode.LuxiError, ecode.Inval,
-				fmt.Sprintf("request exceeds %d bytes", s.opts.MaxMessageBytes)))})
-			c.gone = false
-			return false
+			c.refuseRequest(err)
+			return delivered, false
 		}
 		if !ok {
-			return true
+			return delivered, true
 		}
 		method, args, err := decodeCall(msg)
 		if err != nil {
+			s.lim.frames.give(cost)
 			s.log.Warn("LUXI malformed request, closing connection", "err", err)
 			c.enqueue(queued{reply: failureFrame(ecode.New(ecode.LuxiError, ecode.Inval, err.Error()))})
 			c.gone = false
-			return false
+			return delivered, false
 		}
-		if !c.enqueue(queued{method: method, args: args}) {
+		if !c.enqueue(queued{method: method, args: args, cost: cost}) {
+			s.lim.frames.give(cost)
 			c.gone = true
-			return false
+			return delivered, false
 		}
+		delivered++
 	}
 }
 
-// armReadDeadline applies the idle timeout, but only while no call is in
-// progress: a client waiting minutes for WaitForJobChange is not idle.
-func (c *conn) armReadDeadline() {
-	if c.s.opts.IdleTimeout <= 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.running {
-		_ = c.nc.SetReadDeadline(time.Time{})
+// refuseRequest answers a request the inbox refused (too large, or over
+// the memory budget) with an error, after the replies before it.
+func (c *conn) refuseRequest(err error) {
+	s := c.s
+	var e *ecode.Error
+	if errors.Is(err, ErrFrameBudget) {
+		s.log.Warn("LUXI request refused: the memory for requests being received is exhausted, closing connection",
+			"request_memory", s.lim.frames.limit)
+		e = ecode.New(ecode.LuxiError, ecode.TempNoRes, fmt.Sprintf(
+			"the server is receiving too many large requests at once (budget %d bytes); retry later", s.lim.frames.limit))
 	} else {
-		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.opts.IdleTimeout))
+		s.log.Warn("LUXI request too large, closing connection", "limit", s.opts.MaxMessageBytes)
+		e = ecode.New(ecode.LuxiError, ecode.Inval, fmt.Sprintf("request exceeds %d bytes", s.opts.MaxMessageBytes))
 	}
+	c.enqueue(queued{reply: failureFrame(e)})
+	c.gone = false
 }
 
 // enqueue adds a request behind those in progress, handing the connection
@@ -578,8 +657,8 @@ func (c *conn) drain() {
 				c.queue = nil // drop an array a burst of pipelined requests grew
 			}
 			c.running = false
-			if d := c.s.opts.IdleTimeout; d > 0 {
-				_ = c.nc.SetReadDeadline(time.Now().Add(d))
+			if c.s.opts.IdleTimeout > 0 {
+				c.idleSince = time.Now()
 			}
 			c.mu.Unlock()
 			c.worker.Done()
@@ -598,6 +677,7 @@ func (c *conn) drain() {
 		if !final && c.ctx.Err() == nil {
 			reply, rb = c.s.call(c.ctx, q.method, q.args)
 		}
+		c.s.lim.frames.give(q.cost)
 		if reply != nil && c.ctx.Err() == nil {
 			if err := c.write(reply); err != nil {
 				c.s.log.Debug("LUXI reply not delivered", "method", q.method, "err", err)

@@ -357,7 +357,7 @@ func TestOversizeRequest(t *testing.T) {
 }
 
 func TestMaxConns(t *testing.T) {
-	s := startServer(t, echo, ServerOptions{MaxConns: 2})
+	s := startServer(t, echo, ServerOptions{MaxConns: 2, AdminConns: -1})
 	a := dial(t, s.Addr())
 	b := dial(t, s.Addr())
 	for _, c := range []*Client{a, b} {

@@ -144,11 +144,12 @@ func standBy(ctx context.Context, opts Options, st store.Store, cand *election.C
 		}
 		divert = fw.divert
 	}
-	srv := luxi.NewServer(standbyHandler{st: st}, luxi.ServerOptions{
-		Path: opts.SocketPath, Mode: 0o660, Group: opts.SocketGroup,
-		MaxConns: opts.MaxConns, MaxMessageBytes: opts.MaxMessageBytes, Logger: opts.Logger,
-		Divert: divert,
-	})
+	lo := opts.luxiOptions()
+	lo.Path, lo.Mode, lo.Group, lo.Divert = opts.SocketPath, 0o660, opts.SocketGroup, divert
+	if divert != nil {
+		lo.DescriptorsPerConn = 2 // the client's and the relay's to the master
+	}
+	srv := luxi.NewServer(standbyHandler{st: st}, lo)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)

@@ -3,7 +3,9 @@ package master
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -256,5 +258,55 @@ func TestFailoverRefusalsKeepTheTerm(t *testing.T) {
 		if term.Err() != nil {
 			t.Fatalf("failover to %q ended the term: %v", to, term.Err())
 		}
+	}
+}
+
+// The LUXI limits and timeouts of Options reach the socket's server.
+func TestStandbyLUXILimits(t *testing.T) {
+	st := testStore(t)
+	a := campaign(t, candidate(t, st, "node1", "/run/a.sock"))
+	defer a.Resign(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	sock := shortSocket(t)
+	opts := Options{SocketPath: sock, Logger: slog.New(slog.DiscardHandler),
+		MaxConns: 1, AdminConns: -1, LUXIIdleTimeout: time.Second}.withDefaults()
+	done := make(chan error, 1)
+	go func() {
+		_, err := standBy(ctx, opts, st, candidate(t, st, "node2", sock), "node2")
+		done <- err
+	}()
+	defer func() { cancel(); <-done }()
+	_ = callUntil(t, sock, "QueryJobs")
+
+	// A connection that made one call and then idles takes the only slot
+	// (once the connection of callUntil has freed it).
+	var idle net.Conn
+	for deadline := time.Now().Add(testWait); ; {
+		nc, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		err = luxi.NewClient(nc).Call(ctx, "QueryJobs", []any{}, nil)
+		if err != nil && strings.Contains(err.Error(), "standby") {
+			idle = nc
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection slot: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	err := callUntil(t, sock, "QueryJobs")
+	if err == nil || !strings.Contains(err.Error(), "too many connections (limit 1)") {
+		t.Fatalf("second connection: %v, want too many connections", err)
+	}
+	_ = idle.SetReadDeadline(time.Now().Add(testWait))
+	if n, err := idle.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("idle connection: read %d, %v; want it closed", n, err)
+	}
+	err = callUntil(t, sock, "QueryJobs")
+	if err == nil || !strings.Contains(err.Error(), "standby") {
+		t.Fatalf("after the idle connection closed: %v, want the standby error", err)
 	}
 }

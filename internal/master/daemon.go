@@ -62,9 +62,22 @@ type Options struct {
 	SocketPath  string // default <RunDir>/luxi.sock
 	SocketGroup string // group owning the socket ("" = leave)
 	JoinListen  string // default: the cluster's join address
-	MaxConns    int
+	// MaxConns bounds the LUXI connections served at once (0 = derived
+	// from RLIMIT_NOFILE; a larger value than that is clamped to it).
+	// AdminConns is the reserve beyond it for root and corrald's own user
+	// on the socket (0 = the luxi default, 32; < 0 = none).
+	MaxConns   int
+	AdminConns int
 	// MaxMessageBytes bounds a LUXI request (0 = the luxi default, 16 MiB).
 	MaxMessageBytes int
+	// LUXIRequestMemory bounds the memory of LUXI requests being received,
+	// across connections (0 = the luxi default; < 0 = none).
+	LUXIRequestMemory int64
+	// LUXIFrameTimeout bounds how long one LUXI request may take to arrive;
+	// LUXIIdleTimeout closes a LUXI connection with no call in progress
+	// (0 = the luxi defaults, 60 s and 10 min; < 0 = none).
+	LUXIFrameTimeout time.Duration
+	LUXIIdleTimeout  time.Duration
 	// WatcherInterval is how often the watcher runs (0 = 60 s; < 0 = never).
 	WatcherInterval time.Duration
 	// PendingImportTimeout is how long an import may wait for data before
@@ -95,6 +108,16 @@ type Options struct {
 	// election key its previous run left behind (after a crash), instead of
 	// waiting for the lease to expire. Only for unique candidate names.
 	ElectionReclaim bool
+}
+
+// luxiOptions are the LUXI server options every socket corrald serves
+// shares: its limits and timeouts.
+func (o Options) luxiOptions() luxi.ServerOptions {
+	return luxi.ServerOptions{
+		MaxConns: o.MaxConns, AdminConns: o.AdminConns, MaxMessageBytes: o.MaxMessageBytes,
+		FrameMemory: o.LUXIRequestMemory, FrameTimeout: o.LUXIFrameTimeout, IdleTimeout: o.LUXIIdleTimeout,
+		Logger: o.Logger,
+	}
 }
 
 func (o Options) withDefaults() Options {
@@ -312,10 +335,9 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	errc := make(chan error, 4)
-	srv := luxi.NewServer(&luxiHandler{d}, luxi.ServerOptions{
-		Path: d.opts.SocketPath, Mode: 0o660, Group: d.opts.SocketGroup,
-		MaxConns: d.opts.MaxConns, MaxMessageBytes: d.opts.MaxMessageBytes, Logger: d.log,
-	})
+	lo := d.opts.luxiOptions()
+	lo.Path, lo.Mode, lo.Group, lo.Logger = d.opts.SocketPath, 0o660, d.opts.SocketGroup, d.log
+	srv := luxi.NewServer(&luxiHandler{d}, lo)
 	bg.Add(1)
 	go func() {
 		defer bg.Done()
@@ -326,9 +348,11 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		fsrv := luxi.NewServer(&luxiHandler{d}, luxi.ServerOptions{
-			MaxConns: d.opts.MaxConns, MaxMessageBytes: d.opts.MaxMessageBytes, Logger: d.log,
-		})
+		// The forward listener's connections count against the same
+		// descriptors and request memory as the socket's.
+		fo := d.opts.luxiOptions()
+		fo.Logger, fo.ShareLimits = d.log, srv
+		fsrv := luxi.NewServer(&luxiHandler{d}, fo)
 		bg.Add(1)
 		go func() {
 			defer bg.Done()
@@ -368,7 +392,8 @@ func (d *Daemon) Serve(ctx context.Context) error {
 			d.watch.run(ctx, d.opts.WatcherInterval)
 		}()
 	}
-	d.log.Info("corrald serving", "luxi", d.opts.SocketPath, "join", joinAddr, "forward", d.opts.ForwardAddress, "epoch", d.cfg.Cluster().Epoch, "pid", os.Getpid())
+	maxConns, adminConns := srv.MaxConns()
+	d.log.Info("corrald serving", "luxi", d.opts.SocketPath, "max_connections", maxConns, "admin_connections", adminConns, "join", joinAddr, "forward", d.opts.ForwardAddress, "epoch", d.cfg.Cluster().Epoch, "pid", os.Getpid())
 	var err error
 	select {
 	case <-outer.Done():

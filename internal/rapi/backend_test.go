@@ -28,6 +28,7 @@ type luxiFixture struct {
 	t     *testing.T
 	path  string
 	h     luxi.Handler
+	opts  luxi.ServerOptions // of the server; Path is the fixture's
 	stop  func()
 	srv   *luxi.Server
 	be    *LuxiBackend
@@ -36,13 +37,18 @@ type luxiFixture struct {
 
 func newLuxiFixture(t *testing.T, h luxi.Handler) *luxiFixture {
 	t.Helper()
+	return newLuxiFixtureWith(t, h, luxi.ServerOptions{})
+}
+
+func newLuxiFixtureWith(t *testing.T, h luxi.Handler, opts luxi.ServerOptions) *luxiFixture {
+	t.Helper()
 	// t.TempDir() embeds the test name and can exceed the socket path limit.
 	dir, err := os.MkdirTemp("", "rapi")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	fx := &luxiFixture{t: t, path: filepath.Join(dir, "sock"), h: h}
+	fx := &luxiFixture{t: t, path: filepath.Join(dir, "sock"), h: h, opts: opts}
 	fx.be = &LuxiBackend{Socket: fx.path, dial: func(ctx context.Context, path string) (*luxi.Client, error) {
 		fx.dials.Add(1)
 		return luxi.Dial(ctx, path)
@@ -60,7 +66,9 @@ func newLuxiFixture(t *testing.T, h luxi.Handler) *luxiFixture {
 // start serves the fixture's handler (which may have been replaced).
 func (fx *luxiFixture) start() {
 	fx.t.Helper()
-	s := luxi.NewServer(fx.h, luxi.ServerOptions{Path: fx.path})
+	opts := fx.opts
+	opts.Path = fx.path
+	s := luxi.NewServer(fx.h, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx) }()
@@ -359,6 +367,37 @@ func TestLuxiBackendCorraldRestart(t *testing.T) {
 				t.Errorf("%d idle connections after the restart, want 1 (the fresh one)", n)
 			}
 		})
+	}
+}
+
+// corrald closes LUXI connections idle for its idle timeout; the pooled
+// ones it closed are replaced without failing a call, and a job is still
+// submitted once.
+func TestLuxiBackendIdleClosedByCorrald(t *testing.T) {
+	h := newCounter()
+	fx := newLuxiFixtureWith(t, h, luxi.ServerOptions{IdleTimeout: 20 * time.Millisecond})
+	ctx := context.Background()
+	for round := range 3 {
+		if _, err := fx.be.QueryClusterInfo(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := fx.be.IdleConns(); n != 1 {
+			t.Fatalf("%d idle connections, want 1", n)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for fx.srv.ConnCount() > 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("corrald did not close the idle connection")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		id, err := fx.be.SubmitJob(ctx, []any{map[string]any{"OP_ID": "OP_TEST_DELAY"}})
+		if err != nil {
+			t.Fatalf("submitting on a pooled connection corrald closed: %v", err)
+		}
+		if want := int64(round + 1); id != want || h.count(luxi.MethodSubmitJob) != round+1 {
+			t.Fatalf("job %d after %d submits, want job %d submitted once", id, h.count(luxi.MethodSubmitJob), want)
+		}
 	}
 }
 
