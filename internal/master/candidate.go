@@ -31,9 +31,8 @@ const replyGrace = 500 * time.Millisecond
 // leaderPoll is how often a standby re-reads who leads, for its log.
 const leaderPoll = time.Second
 
-// ErrTermEnded is returned by Run when this corrald was master and its term
-// ended (resigned, handed over, or deposed): the process should exit and
-// be restarted by its supervisor, coming back as a standby.
+// ErrTermEnded is what a master's term ends with (resigned, handed over,
+// or deposed); the candidate then stands by again in the same process.
 var ErrTermEnded = errors.New("the master term ended")
 
 // elected reports whether the cluster's store is one the candidates elect
@@ -46,10 +45,64 @@ func elected(opts Options) (bool, error) {
 	return cfg.Backend == storecfg.BackendEtcd, nil
 }
 
+// Backoff between two rounds of a candidate: a round that failed or a
+// term that ended quickly waits longer, up to the maximum, so a persistent
+// fault does not spin; a term that lasted resets it.
+const (
+	candidateBackoffMin = 500 * time.Millisecond
+	candidateBackoffMax = 10 * time.Second
+)
+
 // runCandidate is Run for an elected master: stand by until this
-// candidate wins, then serve as master until ctx ends or the term ends.
+// candidate wins, serve as master until the term ends, and stand by
+// again, until ctx ends. A candidate never exits on its own: a failed
+// takeover, a lost term, a store that cannot be reached are all
+// transient for the cluster, and a candidate that exited would leave
+// fewer to take over. Only a configuration error found before the first
+// round ends it.
 func runCandidate(ctx context.Context, opts Options) error {
 	opts = opts.withDefaults()
+	log := opts.Logger
+	name := opts.CandidateName
+	if name == "" {
+		var err error
+		if name, err = os.Hostname(); err != nil {
+			return fmt.Errorf("candidate name: %w", err)
+		}
+	}
+	addr, err := candidateAddress(opts)
+	if err != nil {
+		return err
+	}
+	if opts.ForwardAddress != "" {
+		if _, _, err := forwardTLS(opts.StateDir); err != nil {
+			return err
+		}
+	}
+	backoff := candidateBackoffMin
+	for {
+		start := time.Now()
+		err := candidateRound(ctx, opts, name, addr)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(start) > time.Minute {
+			backoff = candidateBackoffMin
+		}
+		log.Error("standing by again", "candidate", name, "err", err, "after", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, candidateBackoffMax)
+	}
+}
+
+// candidateRound opens the store, stands by until this candidate wins,
+// and serves as master until the term ends. It returns nil only when ctx
+// ended; otherwise why the round ended (ErrTermEnded for a term).
+func candidateRound(ctx context.Context, opts Options, name, addr string) error {
 	log := opts.Logger
 	raw, err := openStore(ctx, opts)
 	if err != nil {
@@ -61,16 +114,6 @@ func runCandidate(ctx context.Context, opts Options) error {
 			raw.Close()
 		}
 	}()
-	name := opts.CandidateName
-	if name == "" {
-		if name, err = os.Hostname(); err != nil {
-			return fmt.Errorf("candidate name: %w", err)
-		}
-	}
-	addr, err := candidateAddress(opts)
-	if err != nil {
-		return err
-	}
 	cand, err := election.New(election.Config{Store: raw, Name: name, Address: addr, TTL: opts.ElectionTTL,
 		Reclaim: opts.ElectionReclaim, Logger: log})
 	if err != nil {
@@ -111,13 +154,19 @@ func runCandidate(ctx context.Context, opts Options) error {
 		// of after the lease's TTL.
 		d.queue.Stop()
 		resign(term, log)
-		return serr
+		return nil
 	}
 	cause := context.Cause(life)
 	if cause == nil {
 		cause = serr
 	}
-	log.Error("master term ended: stopping so that this corrald restarts as a standby", "cause", cause, "token", term.Token)
+	if term.Err() == nil {
+		// Serving failed while the term holds: give it up at once, so
+		// another candidate need not wait for the lease to expire.
+		d.queue.Stop()
+		resign(term, log)
+	}
+	log.Error("master term ended: standing by again", "cause", cause, "token", term.Token)
 	return fmt.Errorf("%w (token %d): %w", ErrTermEnded, term.Token, cause)
 }
 

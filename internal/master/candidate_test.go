@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -308,5 +310,46 @@ func TestStandbyLUXILimits(t *testing.T) {
 	err = callUntil(t, sock, "QueryJobs")
 	if err == nil || !strings.Contains(err.Error(), "standby") {
 		t.Fatalf("after the idle connection closed: %v, want the standby error", err)
+	}
+}
+
+// An elected master whose address is still held (a frozen predecessor on
+// the same machine) serves without it and binds it once it is free,
+// instead of ending its term; a master without election fails at once.
+func TestBindLaterWaitsForBusyAddress(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := busy.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+
+	single := &Daemon{log: quiet}
+	if err := single.bindLater(ctx, &wg, "join listener", addr, func(net.Listener) {}); !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("a master without election: %v, want EADDRINUSE", err)
+	}
+	d := &Daemon{log: quiet, term: &election.Term{}}
+	served := make(chan net.Listener, 1)
+	if err := d.bindLater(ctx, &wg, "join listener", addr, func(ln net.Listener) { served <- ln }); err != nil {
+		t.Fatalf("an elected master gave up on a busy address: %v", err)
+	}
+	select {
+	case <-served:
+		t.Fatal("served on an address still in use")
+	case <-time.After(3 * bindRetry):
+	}
+	busy.Close()
+	select {
+	case ln := <-served:
+		if ln.Addr().String() != addr {
+			t.Fatalf("listening on %s, want %s", ln.Addr(), addr)
+		}
+		ln.Close()
+	case <-time.After(testWait):
+		t.Fatal("the address was freed but the master never bound it")
 	}
 }

@@ -344,7 +344,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		errc <- srv.Serve(ctx)
 	}()
 	if d.opts.ForwardAddress != "" && d.term != nil {
-		ln, err := d.listenForward(outer)
+		cfg, _, err := forwardTLS(d.opts.StateDir)
 		if err != nil {
 			return err
 		}
@@ -353,11 +353,12 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		fo := d.opts.luxiOptions()
 		fo.Logger, fo.ShareLimits = d.log, srv
 		fsrv := luxi.NewServer(&luxiHandler{d}, fo)
-		bg.Add(1)
-		go func() {
-			defer bg.Done()
-			errc <- fsrv.ServeListener(ctx, ln)
-		}()
+		err = d.bindLater(ctx, &bg, "forward listener", d.opts.ForwardAddress, func(ln net.Listener) {
+			errc <- fsrv.ServeListener(ctx, tlsListener{Listener: ln, cfg: cfg, log: d.log})
+		})
+		if err != nil {
+			return err
+		}
 	}
 
 	joinAddr := d.opts.JoinListen
@@ -372,18 +373,17 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		ln, err := listenJoin(outer, joinAddr, d.term != nil)
-		if err != nil {
-			return fmt.Errorf("join listener on %s: %w", joinAddr, err)
-		}
 		mux := http.NewServeMux()
 		mux.Handle("/join/", rpc.JoinHandler(d.ca, d.validateJoin, d.log))
 		joinSrv = &http.Server{Handler: mux, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
-		go func() {
+		err = d.bindLater(ctx, &bg, "join listener", joinAddr, func(ln net.Listener) {
 			if err := joinSrv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- err
 			}
-		}()
+		})
+		if err != nil {
+			return err
+		}
 	}
 	if d.opts.WatcherInterval > 0 {
 		bg.Add(1)
@@ -421,25 +421,52 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	return err
 }
 
-// joinRetry bounds how long an elected master waits for the join address
-// while the previous master, on the same machine, is still letting go.
-const joinRetry = 5 * time.Second
+// bindRetry is how often an elected master tries again to listen on an
+// address still in use; bindWarnEvery how often it says so.
+const (
+	bindRetry     = 250 * time.Millisecond
+	bindWarnEvery = 30 * time.Second
+)
 
-// listenJoin listens on the join address; an elected master retries a
-// while when the address is still in use.
-func listenJoin(ctx context.Context, addr string, elected bool) (net.Listener, error) {
-	deadline := time.Now().Add(joinRetry)
-	for {
-		ln, err := net.Listen("tcp", addr)
-		if err == nil || !elected || !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
-			return ln, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(100 * time.Millisecond):
-		}
+// bindLater listens on addr and runs serve with the listener in a goroutine
+// of wg. When an elected master finds the address in use, which a frozen
+// or slow predecessor on the same machine can hold, it does not give up
+// its term for that: it serves everything else and keeps trying in the
+// background until the address is free or ctx ends. Any other failure,
+// and any failure of a master without election, is returned.
+func (d *Daemon) bindLater(ctx context.Context, wg *sync.WaitGroup, what, addr string, serve func(net.Listener)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		wg.Go(func() { serve(ln) })
+		return nil
 	}
+	if d.term == nil || !errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s on %s: %w", what, addr, err)
+	}
+	d.log.Warn(what+": address in use, perhaps still held by the previous master; serving without it and retrying", "addr", addr)
+	wg.Go(func() {
+		t := time.NewTicker(bindRetry)
+		defer t.Stop()
+		warned := time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			ln, err := net.Listen("tcp", addr)
+			if err == nil {
+				d.log.Info(what+": listening now", "addr", addr, "after", time.Since(warned).Round(time.Millisecond))
+				serve(ln)
+				return
+			}
+			if time.Since(warned) >= bindWarnEvery {
+				d.log.Warn(what+": address still unavailable", "addr", addr, "err", err)
+				warned = time.Now()
+			}
+		}
+	})
+	return nil
 }
 
 // Close stops the queue and closes the store. Running jobs keep their last

@@ -156,21 +156,9 @@ func dialForward(ctx context.Context, cfg *tls.Config, addr string) (net.Conn, e
 	return nc, nil
 }
 
-// listenForward opens the master's forward listener: TLS over TCP, each
+// tlsListener is the master's forward listener: TLS over TCP, each
 // connection's handshake done (and bounded) in the connection's own
 // goroutine.
-func (d *Daemon) listenForward(ctx context.Context) (net.Listener, error) {
-	cfg, _, err := forwardTLS(d.opts.StateDir)
-	if err != nil {
-		return nil, err
-	}
-	ln, err := listenJoin(ctx, d.opts.ForwardAddress, d.term != nil)
-	if err != nil {
-		return nil, fmt.Errorf("forward listener on %s: %w", d.opts.ForwardAddress, err)
-	}
-	return tlsListener{Listener: ln, cfg: cfg, log: d.log}, nil
-}
-
 type tlsListener struct {
 	net.Listener
 	cfg *tls.Config

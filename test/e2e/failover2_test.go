@@ -293,10 +293,12 @@ func TestPartitionedOldMaster(t *testing.T) {
 	c.luxi = nil
 
 	// The old master notices on its own clock that it can no longer renew
-	// its lease, says so, and exits.
-	if !waitGone(oldPID, 30*time.Second) {
-		c.dumpLogs()
-		t.Fatalf("the partitioned master (pid %d) still runs", oldPID)
+	// its lease, says so, and stands by again (it does not exit).
+	waitFor(t, 30*time.Second, "the partitioned master to log that its term ended", func() bool {
+		return strings.Contains(c.logSince(old.Proc, oldLogOff), "master term ended")
+	})
+	if gone(oldPID) {
+		t.Fatalf("the partitioned master (pid %d) exited", oldPID)
 	}
 	oldTail := c.logSince(old.Proc, oldLogOff)
 	if !strings.Contains(oldTail, "master term ended") {
