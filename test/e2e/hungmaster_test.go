@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/corral/corral/internal/devcluster"
+	"github.com/corral/corral/internal/luxi"
 	"github.com/corral/corral/internal/storecfg"
 )
 
@@ -68,16 +70,33 @@ func (p *rapiProbe) end() {
 	<-p.done
 }
 
-// firstOKAfter is the first 200 answer after t0 (zero if none).
-func (p *rapiProbe) firstOKAfter(t0 time.Time) time.Time {
+// outage finds, after t0, the first failed answer and the first 200
+// answer after it (zero times if none).
+func (p *rapiProbe) outage(t0 time.Time) (failAt, okAt time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, a := range p.answers {
-		if a.at.After(t0) && a.code == http.StatusOK {
-			return a.at
+		switch {
+		case !a.at.After(t0):
+		case failAt.IsZero() && a.code != http.StatusOK:
+			failAt = a.at
+		case !failAt.IsZero() && a.code == http.StatusOK:
+			return failAt, a.at
 		}
 	}
-	return time.Time{}
+	return failAt, time.Time{}
+}
+
+// anyOK reports whether some answer was a 200.
+func (p *rapiProbe) anyOK() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, a := range p.answers {
+		if a.code == http.StatusOK {
+			return true
+		}
+	}
+	return false
 }
 
 // since counts answers after t0: all, and those that were not 200.
@@ -122,9 +141,7 @@ func TestRAPIAfterMasterKill(t *testing.T) {
 		return strings.Contains(c.logSince(first.Proc, off), "master term ended")
 	})
 	p := startRAPIProbe(t, c, 20*time.Millisecond)
-	waitFor(t, 30*time.Second, "RAPI to answer through the standby", func() bool {
-		return !p.firstOKAfter(time.Time{}).IsZero()
-	})
+	waitFor(t, 30*time.Second, "RAPI to answer through the standby", p.anyOK)
 
 	killAt := time.Now()
 	c.killDaemon(target.Proc)
@@ -133,9 +150,9 @@ func TestRAPIAfterMasterKill(t *testing.T) {
 	if elected.Proc == target.Proc {
 		t.Fatalf("the killed %s leads", target.Proc)
 	}
-	var okAt time.Time
+	var failAt, okAt time.Time
 	waitFor(t, 30*time.Second, "RAPI to answer after the takeover", func() bool {
-		okAt = p.firstOKAfter(killAt)
+		failAt, okAt = p.outage(killAt)
 		return !okAt.IsZero()
 	})
 	if okAt.After(electedAt.Add(time.Second)) {
@@ -151,8 +168,9 @@ func TestRAPIAfterMasterKill(t *testing.T) {
 		t.Errorf("after RAPI recovered: %d of %d calls failed", failed, all)
 	}
 	total, down := p.since(killAt)
-	t.Logf("SIGKILL of %s: %s elected and answering %v later; RAPI answered %v after the kill (%d of %d calls in between failed)",
-		target.Name, elected.Name, electedAt.Sub(killAt).Round(time.Millisecond), okAt.Sub(killAt).Round(time.Millisecond), down, total)
+	t.Logf("SIGKILL of %s: %s elected and answering %v later; RAPI failed from %v to %v after the kill (%d of %d calls failed)",
+		target.Name, elected.Name, electedAt.Sub(killAt).Round(time.Millisecond), failAt.Sub(killAt).Round(time.Millisecond),
+		okAt.Sub(killAt).Round(time.Millisecond), down, total)
 }
 
 // TestHungMasterDoesNotFlap freezes the master (SIGSTOP) for several
@@ -200,6 +218,17 @@ func TestHungMasterDoesNotFlap(t *testing.T) {
 		n, who := elections()
 		second = who
 		return n > 0
+	})
+	waitFor(t, 30*time.Second, second.Proc+" to serve as master", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		cl, err := luxi.Dial(ctx, second.Socket)
+		if err != nil {
+			return false
+		}
+		defer cl.Close()
+		_, err = cl.QueryClusterInfo(ctx)
+		return err == nil
 	})
 	c.useMaster(second)
 	c.mustSucceed(map[string]any{"OP_ID": "OP_TEST_DELAY", "duration": 0})
