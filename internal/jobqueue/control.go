@@ -101,6 +101,8 @@ func (q *Queue) claim(j *job) bool {
 		q.ready.remove(j)
 	case stateParked:
 		q.unregisterSuspension(j)
+	case stateStalled:
+		q.stopRetryLocked(j)
 	case stateIdle:
 	default:
 		return false

@@ -15,7 +15,8 @@ import (
 type jobState int
 
 const (
-	stateIdle    jobState = iota // not scheduled (being set up, or its write failed)
+	stateIdle    jobState = iota // not scheduled (being set up)
+	stateStalled                 // a write failed; runs again when its retry timer fires
 	stateBlocked                 // queued, waiting for dependencies to finalize
 	stateReady                   // in the ready heap, waiting for a run slot
 	stateActive                  // a goroutine runs it
@@ -61,7 +62,9 @@ type job struct {
 	blockers    int
 	susp        *suspension // registered suspension (pointer into the record)
 	timer       *time.Timer
-	wakePending bool // woken while its goroutine was still returning
+	wakePending bool        // woken while its goroutine was still returning
+	stalls      int         // failed runs in a row (outStalled), for the retry pause
+	retry       *time.Timer // runs a stalled job again
 }
 
 func newJob(rec *jobRecord, lastSerial int64) *job {
@@ -185,6 +188,7 @@ func (q *Queue) onFinalized(j *job) {
 		q.ready.remove(j)
 	}
 	q.unregisterSuspension(j)
+	q.stopRetryLocked(j)
 	for _, d := range q.dependents[j.id] {
 		d.blockers--
 		if d.blockers <= 0 && d.state == stateBlocked {

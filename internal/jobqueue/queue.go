@@ -435,6 +435,7 @@ func (q *Queue) Stop() {
 				j.timer.Stop()
 				j.timer = nil
 			}
+			q.stopRetryLocked(j)
 		}
 		q.mu.Unlock()
 		q.started.Store(false)
