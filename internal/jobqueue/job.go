@@ -1,6 +1,7 @@
 package jobqueue
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -89,13 +90,15 @@ func (q *Queue) update(ctx context.Context, j *job, fn func(r *jobRecord) error)
 
 // updateLocked is update with j.wmu already held.
 func (q *Queue) updateLocked(ctx context.Context, j *job, fn func(r *jobRecord) error) error {
-	next := j.snapshot().rec.clone()
+	cur := j.snapshot().rec
+	next := cur.clone()
 	if err := fn(next); err != nil {
 		if errors.Is(err, errNoChange) {
 			return nil
 		}
 		return err
 	}
+	q.scrubEnded(cur, next)
 	data, err := next.encode()
 	if err != nil {
 		return fmt.Errorf("jobqueue: encoding job %d: %w", j.id, err)
@@ -111,6 +114,44 @@ func (q *Queue) updateLocked(ctx context.Context, j *job, fn func(r *jobRecord) 
 	}
 	q.publish(j, next)
 	return nil
+}
+
+// scrubEnded drops the secret parameters of every op that next finishes
+// and cur did not: they go with the write that records the end, so the
+// stored record never holds them past it. An op that has not ended keeps
+// them, since it may resume after a crash.
+func (q *Queue) scrubEnded(cur, next *jobRecord) {
+	if q.scrub == nil {
+		return
+	}
+	for i := range next.Ops {
+		if next.Ops[i].Status.Finalized() && !cur.Ops[i].Status.Finalized() {
+			next.Ops[i].Input = q.scrub(next.Ops[i].Input)
+		}
+	}
+}
+
+// scrubAll drops the secret parameters of every op of a finished job
+// (records that ended before Options.Scrub was set may still hold them).
+func (q *Queue) scrubAll(rec *jobRecord) *jobRecord {
+	if q.scrub == nil {
+		return rec
+	}
+	var out *jobRecord
+	for i := range rec.Ops {
+		in := q.scrub(rec.Ops[i].Input)
+		if bytes.Equal(in, rec.Ops[i].Input) {
+			continue
+		}
+		if out == nil {
+			out = rec.clone()
+		}
+		out.Ops[i].Input = in
+	}
+	if out == nil {
+		return rec
+	}
+	return out
 }
 
 // apply publishes a change without writing it; the next write of the job
