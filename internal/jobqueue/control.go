@@ -101,6 +101,8 @@ func (q *Queue) claim(j *job) bool {
 		q.ready.remove(j)
 	case stateParked:
 		q.unregisterSuspension(j)
+	case stateStalled:
+		q.stopRetryLocked(j)
 	case stateIdle:
 	default:
 		return false
@@ -255,6 +257,7 @@ func (q *Queue) archive(ctx context.Context, js []*job) (int, error) {
 	}()
 	var (
 		take  []*job
+		recs  []*jobRecord // what each taken job is archived as
 		cmps  []store.Cmp
 		ops   []store.Op
 		bytes int
@@ -264,7 +267,8 @@ func (q *Queue) archive(ctx context.Context, js []*job) (int, error) {
 		if s.archived || !s.status.Finalized() {
 			continue
 		}
-		data, err := s.rec.encode()
+		rec := q.scrubAll(s.rec)
+		data, err := rec.encode()
 		if err != nil {
 			return 0, fmt.Errorf("jobqueue: encoding job %d: %w", j.id, err)
 		}
@@ -272,6 +276,7 @@ func (q *Queue) archive(ctx context.Context, js []*job) (int, error) {
 			break // the rest waits for the next round
 		}
 		take = append(take, j)
+		recs = append(recs, rec)
 		cmps = append(cmps, store.Exists(q.jobKey(j.id)))
 		ops = append(ops, store.Put(q.archiveKey(j.id), data), store.Delete(q.jobKey(j.id)))
 		bytes += len(data) + 2*len(q.jobKey(j.id))
@@ -291,9 +296,9 @@ func (q *Queue) archive(ctx context.Context, js []*job) (int, error) {
 		delete(q.jobs, j.id)
 	}
 	q.mu.Unlock()
-	for _, j := range take {
+	for i, j := range take {
 		old := j.snapshot()
-		j.snap.Store(&snapshot{rec: old.rec, status: old.status, lastSerial: old.lastSerial, archived: true})
+		j.snap.Store(&snapshot{rec: recs[i], status: old.status, lastSerial: old.lastSerial, archived: true})
 		j.notify()
 	}
 	return len(take), nil

@@ -19,7 +19,7 @@ const (
 	outAbandon                 // the queue is stopping; the job resumes at the next Start
 	outParked                  // the op suspended itself
 	outBlocked                 // an op must wait for a dependency
-	outStalled                 // a store write failed; the job waits for the next Start
+	outStalled                 // a store write failed; the job runs again after a pause
 )
 
 // runJob runs one job, op after op, in its own goroutine.
@@ -28,6 +28,9 @@ func (q *Queue) runJob(j *job) {
 	out, dep := q.execJob(j)
 	q.mu.Lock()
 	q.active--
+	if out != outStalled {
+		j.stalls = 0
+	}
 	switch out {
 	case outDone:
 		j.state = stateDone
@@ -48,10 +51,13 @@ func (q *Queue) runJob(j *job) {
 		} else {
 			q.pushReady(j)
 		}
+	case outStalled:
+		q.retryStalledLocked(j)
 	default:
 		j.state = stateIdle
 	}
 	if j.snapshot().status.Finalized() {
+		q.stopRetryLocked(j)
 		j.state = stateDone
 		if j.heapIdx >= 0 {
 			q.ready.remove(j)
@@ -233,17 +239,12 @@ func (q *Queue) runOp(j *job, idx int, resumed bool) outcome {
 	j.opCancel = nil
 	j.mu.Unlock()
 
-	bg := context.Background()
 	if err == nil {
 		raw, merr := json.Marshal(res)
 		if merr != nil {
 			err = ecode.ExecErrorf("cannot encode the result of %s: %v", j.opIDs[idx], merr)
 		} else {
-			if uerr := q.update(bg, j, q.succeed(idx, raw)); uerr != nil {
-				q.log.Error("cannot record op success", "job", j.id, "op", idx, "err", uerr)
-				return outStalled
-			}
-			return outContinue
+			return q.recordOutcome(j, idx, "success", q.succeed(idx, raw))
 		}
 	}
 	if q.isStopping() {
@@ -252,26 +253,20 @@ func (q *Queue) runOp(j *job, idx int, resumed bool) outcome {
 		return outAbandon
 	}
 	cur := j.snapshot().rec.Ops[idx]
-	var fn func(*jobRecord) error
 	switch {
 	case cur.Status.Finalized():
 		return outContinue
 	case cur.Status == StatusCanceling &&
 		(!cur.Kill || errors.Is(err, ErrCanceled) || errors.Is(err, context.Canceled)):
-		fn = cancelRemaining(q.now(), idx)
+		return q.recordOutcome(j, idx, "canceled", cancelRemaining(q.now(), idx))
 	case errors.Is(err, ErrSuspended) && cur.Status == StatusWaiting && cur.Suspend != nil:
 		return outParked
 	case errors.Is(err, ErrCanceled):
-		fn = cancelRemaining(q.now(), idx)
+		return q.recordOutcome(j, idx, "canceled", cancelRemaining(q.now(), idx))
 	default:
 		q.log.Info("job op failed", "job", j.id, "op", idx, "opid", j.opIDs[idx], "err", err)
-		fn = failFrom(q.now(), idx, encodeError(err))
+		return q.recordOutcome(j, idx, "error", failFrom(q.now(), idx, encodeError(err)))
 	}
-	if uerr := q.update(bg, j, fn); uerr != nil {
-		q.log.Error("cannot record op outcome", "job", j.id, "op", idx, "err", uerr)
-		return outStalled
-	}
-	return outContinue
 }
 
 // callRunOp turns a runner panic into an op error instead of a crash of the

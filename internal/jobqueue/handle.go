@@ -269,6 +269,7 @@ func (h *OpHandle) CommitStep(ctx context.Context, c StepCommit) (StepResult, er
 		if err := q.succeed(h.idx, c.Result)(next); err != nil {
 			return StepResult{}, err
 		}
+		q.scrubEnded(cur, next)
 	}
 	data, err := next.encode()
 	if err != nil {

@@ -1,6 +1,7 @@
 package jobqueue
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +16,8 @@ import (
 type jobState int
 
 const (
-	stateIdle    jobState = iota // not scheduled (being set up, or its write failed)
+	stateIdle    jobState = iota // not scheduled (being set up)
+	stateStalled                 // a write failed; runs again when its retry timer fires
 	stateBlocked                 // queued, waiting for dependencies to finalize
 	stateReady                   // in the ready heap, waiting for a run slot
 	stateActive                  // a goroutine runs it
@@ -61,7 +63,9 @@ type job struct {
 	blockers    int
 	susp        *suspension // registered suspension (pointer into the record)
 	timer       *time.Timer
-	wakePending bool // woken while its goroutine was still returning
+	wakePending bool        // woken while its goroutine was still returning
+	stalls      int         // failed runs in a row (outStalled), for the retry pause
+	retry       *time.Timer // runs a stalled job again
 }
 
 func newJob(rec *jobRecord, lastSerial int64) *job {
@@ -86,13 +90,15 @@ func (q *Queue) update(ctx context.Context, j *job, fn func(r *jobRecord) error)
 
 // updateLocked is update with j.wmu already held.
 func (q *Queue) updateLocked(ctx context.Context, j *job, fn func(r *jobRecord) error) error {
-	next := j.snapshot().rec.clone()
+	cur := j.snapshot().rec
+	next := cur.clone()
 	if err := fn(next); err != nil {
 		if errors.Is(err, errNoChange) {
 			return nil
 		}
 		return err
 	}
+	q.scrubEnded(cur, next)
 	data, err := next.encode()
 	if err != nil {
 		return fmt.Errorf("jobqueue: encoding job %d: %w", j.id, err)
@@ -108,6 +114,44 @@ func (q *Queue) updateLocked(ctx context.Context, j *job, fn func(r *jobRecord) 
 	}
 	q.publish(j, next)
 	return nil
+}
+
+// scrubEnded drops the secret parameters of every op that next finishes
+// and cur did not: they go with the write that records the end, so the
+// stored record never holds them past it. An op that has not ended keeps
+// them, since it may resume after a crash.
+func (q *Queue) scrubEnded(cur, next *jobRecord) {
+	if q.scrub == nil {
+		return
+	}
+	for i := range next.Ops {
+		if next.Ops[i].Status.Finalized() && !cur.Ops[i].Status.Finalized() {
+			next.Ops[i].Input = q.scrub(next.Ops[i].Input)
+		}
+	}
+}
+
+// scrubAll drops the secret parameters of every op of a finished job
+// (records that ended before Options.Scrub was set may still hold them).
+func (q *Queue) scrubAll(rec *jobRecord) *jobRecord {
+	if q.scrub == nil {
+		return rec
+	}
+	var out *jobRecord
+	for i := range rec.Ops {
+		in := q.scrub(rec.Ops[i].Input)
+		if bytes.Equal(in, rec.Ops[i].Input) {
+			continue
+		}
+		if out == nil {
+			out = rec.clone()
+		}
+		out.Ops[i].Input = in
+	}
+	if out == nil {
+		return rec
+	}
+	return out
 }
 
 // apply publishes a change without writing it; the next write of the job
@@ -185,6 +229,7 @@ func (q *Queue) onFinalized(j *job) {
 		q.ready.remove(j)
 	}
 	q.unregisterSuspension(j)
+	q.stopRetryLocked(j)
 	for _, d := range q.dependents[j.id] {
 		d.blockers--
 		if d.blockers <= 0 && d.state == stateBlocked {

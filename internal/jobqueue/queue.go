@@ -85,6 +85,12 @@ type Options struct {
 	Summary func(opID string, input json.RawMessage) string
 	// Validate is called at submission for each op; an error refuses the job.
 	Validate func(opID string, input json.RawMessage) error
+	// Scrub returns an op's input without the values the op needs only
+	// while it runs (secret parameters), or the input itself if it has
+	// none. The write that records an op's end (success, error, cancel)
+	// stores its scrubbed input, so no finished job keeps a secret in the
+	// store, its archive or a backup. Default: inputs are kept as they are.
+	Scrub func(input json.RawMessage) json.RawMessage
 	// MaxRunning is the cluster's max_running_jobs, read at each scheduling
 	// round. Default (also for values < 1) 20.
 	MaxRunning func() int
@@ -124,6 +130,7 @@ type Queue struct {
 	runner  OpRunner
 	summary func(string, json.RawMessage) string
 	valid   func(string, json.RawMessage) error
+	scrub   func(json.RawMessage) json.RawMessage
 	maxRun  func() int
 	qsize   func() int
 	now     func() time.Time
@@ -171,6 +178,7 @@ func New(opts Options) (*Queue, error) {
 		runner:     opts.Runner,
 		summary:    opts.Summary,
 		valid:      opts.Validate,
+		scrub:      opts.Scrub,
 		maxRun:     opts.MaxRunning,
 		qsize:      opts.QueueSize,
 		now:        opts.Now,
@@ -435,6 +443,7 @@ func (q *Queue) Stop() {
 				j.timer.Stop()
 				j.timer = nil
 			}
+			q.stopRetryLocked(j)
 		}
 		q.mu.Unlock()
 		q.started.Store(false)

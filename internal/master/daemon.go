@@ -266,6 +266,8 @@ func openOn(ctx context.Context, opts Options, st store.Store, term *election.Te
 		Store:   st,
 		Runner:  runner,
 		Summary: tab.Summary,
+		// An op's secrets leave its record in the write of its end.
+		Scrub: func(in json.RawMessage) json.RawMessage { return tab.Redact(in, opcodes.Secret) },
 		Validate: func(id string, in json.RawMessage) error {
 			if _, ok := tab.Lookup(id); !ok {
 				_, err := tab.Decode(in)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/opcodes"
 	"github.com/corral/corral/internal/pair"
 	"github.com/corral/corral/internal/uidpool"
 )
@@ -189,7 +190,7 @@ func (h *luxiHandler) Call(ctx context.Context, method string, args []json.RawMe
 		if err != nil {
 			return nil, err
 		}
-		redactJobRows(fields, rows)
+		redactJobRows(h.d.proc.Ops, fields, rows)
 		return rows, nil
 	case "Query":
 		what, err := arg[string](args, 0, "resource")
@@ -347,7 +348,7 @@ func (h *luxiHandler) waitForJobChange(ctx context.Context, args []json.RawMessa
 	if logs == nil {
 		logs = [][]any{}
 	}
-	redactJobRows(fields, [][]any{info})
+	redactJobRows(h.d.proc.Ops, fields, [][]any{info})
 	reply := []any{info, logs}
 	if b, err := appendJSON(make([]byte, 0, 256), reply); err == nil {
 		return json.RawMessage(b), nil
@@ -670,60 +671,20 @@ func (d *Daemon) backupStore(ctx context.Context) (string, error) {
 	return path, nil
 }
 
-// secretParams are opcode parameters whose values never leave corrald in
-// answers: Ganeti's osparams_secret.
-var secretParams = []string{"osparams_secret"}
-
-// redactJobRows hides secret opcode parameters in the "ops" field of job
-// query answers. The job record keeps them, since the op needs them when it
-// runs (or resumes).
-func redactJobRows(fields []string, rows [][]any) {
+// redactJobRows hides secret opcode parameters (Ganeti's osparams_secret)
+// in the "ops" field of job query answers: every LUXI caller may write,
+// so private ones stay visible (corral-rapi hides those from its readers).
+// A running op's record keeps its secrets, since the op needs them when it
+// runs or resumes; the record of an op that ended has lost them already.
+func redactJobRows(tab *opcodes.Table, fields []string, rows [][]any) {
 	for fi, f := range fields {
 		if f != "ops" {
 			continue
 		}
 		for _, r := range rows {
-			if r == nil || fi >= len(r) {
-				continue
-			}
-			r[fi] = redactOps(r[fi])
-		}
-	}
-}
-
-func redactOps(v any) any {
-	var ops []any
-	switch x := v.(type) {
-	case []any:
-		ops = x
-	case json.RawMessage:
-		if json.Unmarshal(x, &ops) != nil {
-			return v
-		}
-	default:
-		b, err := json.Marshal(v)
-		if err != nil || json.Unmarshal(b, &ops) != nil {
-			return v
-		}
-	}
-	for i, o := range ops {
-		m, ok := o.(map[string]any)
-		if !ok {
-			if raw, isRaw := o.(json.RawMessage); isRaw && json.Unmarshal(raw, &m) == nil {
-				ops[i] = m
-			} else {
-				continue
-			}
-		}
-		for _, k := range secretParams {
-			if sp, ok := m[k].(map[string]any); ok {
-				red := make(map[string]any, len(sp))
-				for name := range sp {
-					red[name] = "<redacted>"
-				}
-				m[k] = red
+			if r != nil && fi < len(r) {
+				r[fi] = tab.RedactOps(r[fi], opcodes.Secret)
 			}
 		}
 	}
-	return ops
 }

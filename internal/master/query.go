@@ -246,7 +246,7 @@ func (d *Daemon) query(ctx context.Context, what string, fields []string, filter
 		if err != nil {
 			return nil, err
 		}
-		redactJobRows(fields, vals)
+		redactJobRows(d.proc.Ops, fields, vals)
 		res := &queryResult{Fields: jobFieldDefs(fields)}
 		for _, row := range vals {
 			cells := make([]query.Cell, len(row))

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -43,6 +44,8 @@ type Param struct {
 	Required bool
 	Default  any // applied when absent (JSON types: float64, string, bool, nil, []any, map[string]any)
 	Doc      string
+	// Sensitive says who may see the value in a job (redact.go).
+	Sensitive Sensitivity
 }
 
 // Def is one opcode.
@@ -68,17 +71,26 @@ var commonParams = []Param{
 type Table struct {
 	defs map[string]*Def
 	ids  []string
+	// sensitive[s] lists the names of parameters of sensitivity s or more
+	// in any opcode, for Redact's quick test.
+	sensitive map[Sensitivity][]string
 }
 
 // NewTable indexes defs.
 func NewTable(defs []Def) *Table {
-	t := &Table{defs: map[string]*Def{}}
+	t := &Table{defs: map[string]*Def{}, sensitive: map[Sensitivity][]string{}}
 	for i := range defs {
 		d := defs[i]
 		d.Params = append(append([]Param{}, d.Params...), commonParams...)
 		d.byName = map[string]*Param{}
 		for j := range d.Params {
-			d.byName[d.Params[j].Name] = &d.Params[j]
+			p := &d.Params[j]
+			d.byName[p.Name] = p
+			for s := Private; s <= p.Sensitive; s++ {
+				if !slices.Contains(t.sensitive[s], p.Name) {
+					t.sensitive[s] = append(t.sensitive[s], p.Name)
+				}
+			}
 		}
 		t.defs[d.ID] = &d
 		t.ids = append(t.ids, d.ID)

@@ -3,6 +3,8 @@ package rapi
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/corral/corral/internal/ecode"
@@ -155,18 +157,28 @@ func (f *fakeBackend) QueryTags(_ context.Context, kind, name string) ([]string,
 }
 
 func (f *fakeBackend) Query(_ context.Context, what string, fields []string, filter any) (*luxi.QueryResult, error) {
-	if what != "instance" {
+	var objs []map[string]any
+	switch what {
+	case "instance":
+		objs = []map[string]any{f.instances["web1"]}
+	case "job":
+		for _, id := range slices.Sorted(maps.Keys(f.jobs)) {
+			objs = append(objs, f.jobs[id])
+		}
+	default:
 		return nil, ecode.Errorf(ecode.Inval, "Unknown resource '%s'", what)
 	}
 	res := &luxi.QueryResult{}
 	for _, fl := range fields {
 		res.Fields = append(res.Fields, luxi.FieldDef{Name: fl, Title: fl, Kind: "text", Doc: fmt.Sprint(filter)})
 	}
-	row := make([][2]any, len(fields))
-	for i, fl := range fields {
-		row[i] = [2]any{0.0, f.instances["web1"][fl]}
+	for _, o := range objs {
+		row := make([][2]any, len(fields))
+		for i, fl := range fields {
+			row[i] = [2]any{0.0, o[fl]}
+		}
+		res.Data = append(res.Data, row)
 	}
-	res.Data = [][][2]any{row}
 	return res, nil
 }
 

@@ -85,6 +85,9 @@ type request struct {
 	body   any // decoded JSON body; nil when empty
 	hasBdy bool
 	res    string // the resource class name used in the reason trail
+	// canWrite: the caller authenticated as a user with the write option.
+	// Only such callers see private opcode parameters in jobs.
+	canWrite bool
 }
 
 type handlerFunc func(ctx context.Context, rq *request) (any, error)
@@ -176,10 +179,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (any, error) {
 	if !ok {
 		return nil, errf(http.StatusNotImplemented, "Method %s is unsupported for path %s", r.Method, path)
 	}
-	if err := h.authorize(w, r, m.access); err != nil {
+	user, err := h.authorize(w, r, m.access)
+	if err != nil {
 		return nil, err
 	}
-	rq := &request{r: r, params: params, query: parseQuery(r.URL.RawQuery), res: rt.res}
+	rq := &request{r: r, params: params, query: parseQuery(r.URL.RawQuery), res: rt.res,
+		canWrite: user != nil && user.Allowed(accessWrite)}
 	if err := readBody(w, r, rq); err != nil {
 		return nil, err
 	}
@@ -246,20 +251,21 @@ func validDigits(s string) bool {
 
 // authorize applies Ganeti's decision: credentials are checked when
 // required or when sent anyway; a valid user needs an option in access.
-func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, access []string) error {
+// It returns the authenticated user, nil for an anonymous read.
+func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, access []string) (*User, error) {
 	hdr := r.Header.Get("Authorization")
 	if !h.requireAuth && len(access) == 0 && hdr == "" {
-		return nil
+		return nil, nil
 	}
 	user, ok := h.credentials(hdr)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Basic realm="`+Realm+`"`)
-		return &httpError{code: http.StatusUnauthorized}
+		return nil, &httpError{code: http.StatusUnauthorized}
 	}
 	if !user.Allowed(access) {
-		return &httpError{code: http.StatusForbidden}
+		return nil, &httpError{code: http.StatusForbidden}
 	}
-	return nil
+	return user, nil
 }
 
 func (h *Handler) credentials(hdr string) (*User, bool) {

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/luxi"
+	"github.com/corral/corral/internal/opcodes"
 )
 
 // Field lists of Ganeti's rlib2 (spec 1.8), as Ganeti 3.0.2 answers them:
@@ -283,6 +285,7 @@ func (h *Handler) jobsList(ctx context.Context, rq *request) (any, error) {
 		return nil, err
 	}
 	if bulk != 0 {
+		h.redactJobs(rq, fields, rows)
 		return rowsToDicts(fields, rows), nil
 	}
 	var ids []int64
@@ -299,6 +302,27 @@ func (h *Handler) jobsList(ctx context.Context, rq *request) (any, error) {
 		out[i] = map[string]any{"id": id, "uri": "/2/jobs/" + strconv.FormatInt(id, 10)}
 	}
 	return out, nil
+}
+
+// redactJobs hides the private opcode parameters (osparams_private) of
+// jobs from a caller without write rights, anonymous readers included;
+// corrald has hidden the secret ones already, from everyone, and this hides
+// them again should a backend not have.
+func (h *Handler) redactJobs(rq *request, fields []string, rows [][]any) {
+	from := opcodes.Private
+	if rq.canWrite {
+		from = opcodes.Secret
+	}
+	for fi, f := range fields {
+		if f != "ops" {
+			continue
+		}
+		for _, r := range rows {
+			if r != nil && fi < len(r) {
+				r[fi] = h.ops.RedactOps(r[fi], from)
+			}
+		}
+	}
 }
 
 func jobIDParam(rq *request) (int64, error) {
@@ -318,6 +342,7 @@ func (h *Handler) jobGet(ctx context.Context, rq *request) (any, error) {
 	if err != nil {
 		return nil, notFoundIfNoEnt(err)
 	}
+	h.redactJobs(rq, jobFields, rows)
 	out := rowsToDicts(jobFields, rows)
 	if len(out) == 0 {
 		return nil, errNotFound
@@ -440,7 +465,28 @@ func (h *Handler) query(ctx context.Context, rq *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if rq.params[0] == "job" && res != nil {
+		h.redactJobQuery(rq, res)
+	}
 	return res, nil
+}
+
+// redactJobQuery applies redactJobs to a new-style job query's cells.
+func (h *Handler) redactJobQuery(rq *request, res *luxi.QueryResult) {
+	fields := make([]string, len(res.Fields))
+	for i, f := range res.Fields {
+		fields[i] = f.Name
+	}
+	for _, row := range res.Data {
+		vals := make([]any, len(row))
+		for i := range row {
+			vals[i] = row[i][1]
+		}
+		h.redactJobs(rq, fields, [][]any{vals})
+		for i := range row {
+			row[i][1] = vals[i]
+		}
+	}
 }
 
 func (h *Handler) queryFields(ctx context.Context, rq *request) (any, error) {

@@ -8,6 +8,7 @@ fail() {
 # check_marker VALUE: the marker ends up on the guest's console line
 # "CORRAL-GUEST-BOOTED name=... marker=...", which tests match on, so it must
 # be one short word.
+# Its messages never quote the value: it may have come as a secret parameter.
 check_marker() {
   case "$1" in
     *[[:space:]]*) echo "marker must not contain whitespace"; return 1 ;;

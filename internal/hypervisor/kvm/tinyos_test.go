@@ -216,3 +216,38 @@ func TestTinyOSVerify(t *testing.T) {
 		}
 	}
 }
+
+// TestTinyOSKeepsParametersOutOfItsLog: the marker may come as a secret OS
+// parameter (OSP_MARKER carries public, private and secret ones alike), so
+// no script writes its value to the log (stdout and stderr), whether it
+// succeeds or refuses the value; the image still gets it.
+func TestTinyOSKeepsParametersOutOfItsLog(t *testing.T) {
+	o := newTinyOS(t)
+	disk := sparseDisk(t, 16<<20)
+	const value = "S3cretMarkerValue"
+	env := []string{"INSTANCE_NAME=vm1.example", "DISK_COUNT=1", "DISK_0_PATH=" + disk, "OSP_MARKER=" + value}
+	out, errs, code := o.run(t, "create", env, nil)
+	if code != 0 {
+		t.Fatalf("create exited %d", code)
+	}
+	if strings.Contains(out+errs, value) {
+		t.Errorf("create logged the parameter's value:\n%s%s", out, errs)
+	}
+	if got := o.cat(t, disk, "/etc/corral-marker"); got != value+"\n" {
+		t.Fatalf("marker in the image = %q", got)
+	}
+	out, errs, _ = o.run(t, "rename", []string{"INSTANCE_NAME=vm2.example", "DISK_COUNT=1", "DISK_0_PATH=" + disk, "OSP_MARKER=" + value}, nil)
+	if strings.Contains(out+errs, value) {
+		t.Errorf("rename logged the parameter's value:\n%s%s", out, errs)
+	}
+	bad := value + strings.Repeat("x", 64)
+	for _, script := range []string{"create", "verify"} {
+		out, errs, code := o.run(t, script, []string{"INSTANCE_NAME=x", "DISK_COUNT=1", "DISK_0_PATH=" + disk, "OSP_MARKER=" + bad}, nil, "parameters")
+		if code == 0 {
+			t.Errorf("%s accepted a marker of %d characters", script, len(bad))
+		}
+		if strings.Contains(out+errs, value) {
+			t.Errorf("%s logged the refused value:\n%s%s", script, out, errs)
+		}
+	}
+}
