@@ -1,10 +1,18 @@
 // Command failover measures how long the cluster is without a master when
-// the master dies: a dev cluster on etcd runs --masters corrald candidates;
-// the master is killed with SIGKILL, and the time from the kill to the
-// first SubmitJob a standby (now master) accepts is recorded. The killed
-// corrald is started again (as a standby, as its supervisor would) before
-// the next kill. Optionally --load test-delay jobs are queued and running
-// at each kill, so the figure includes the new master's queue recovery.
+// the master dies or hangs: a dev cluster on etcd runs --masters corrald
+// candidates; the master is killed with SIGKILL (or frozen with SIGSTOP for
+// --stop-for, then resumed), and the time from the kill to the first
+// SubmitJob a standby (now master) accepts is recorded. The killed corrald
+// is started again (as a standby, as its supervisor would) before the next
+// kill; a frozen one stands by again by itself once resumed. Optionally
+// --load test-delay jobs are queued and running at each kill, so the figure
+// includes the new master's queue recovery.
+//
+// Meanwhile GET /2/info is polled on the dev cluster's corral-rapi, which
+// talks to the first corrald's socket; before each kill the master role is
+// moved off that corrald, so RAPI reaches the master through a standby's
+// relay as it does after any failover, and its outage (first failed call to
+// the first answer after it) and failed calls are recorded.
 package main
 
 import (
@@ -32,6 +40,14 @@ type sample struct {
 	NewLead  string  `json:"new_master"`
 	Ms       float64 `json:"ms"`
 	Attempts int     `json:"attempts"`
+	// RAPI through a standby: outage from the first failed call after the
+	// kill to the first answer after it, and the calls that failed.
+	RAPIOutageMs float64 `json:"rapi_outage_ms"`
+	RAPIFailed   int     `json:"rapi_failed"`
+	RAPICalls    int     `json:"rapi_calls"`
+	// Elections counts the candidates that took over while the master was
+	// frozen (--stop-for); 1 means no flapping.
+	Elections int `json:"elections,omitempty"`
 }
 
 type result struct {
@@ -41,7 +57,9 @@ type result struct {
 	ElectionTTL string          `json:"election_ttl"`
 	Load        int             `json:"load_jobs"`
 	Kills       int             `json:"kills"`
+	Signal      string          `json:"signal"`
 	Takeover    harness.Stats   `json:"kill_to_first_submit"`
+	RAPIOutage  harness.Stats   `json:"rapi_outage"`
 	Samples     []sample        `json:"samples"`
 	SetupSecs   float64         `json:"setup_seconds"`
 	Machine     harness.Machine `json:"machine"`
@@ -62,6 +80,7 @@ func run() error {
 	kills := flag.Int("kills", 5, "how many times to kill the master")
 	ttl := flag.String("election-ttl", "", "corrald --election-ttl (default: corrald's, 5s)")
 	load := flag.Int("load", 50, "OP_TEST_DELAY jobs (1 s each) submitted before each kill")
+	stopFor := flag.Duration("stop-for", 0, "freeze the master with SIGSTOP for this long instead of SIGKILL")
 	keep := flag.Bool("keep", false, "leave the dev cluster running afterwards")
 	verbose := flag.Bool("v", false, "log the dev cluster's progress")
 	flag.Parse()
@@ -79,24 +98,38 @@ func run() error {
 		return err
 	}
 	res := result{Bench: "failover", Masters: *masters, EtcdMembers: *members, ElectionTTL: *ttl, Load: *load,
-		Kills: *kills, SetupSecs: time.Since(start).Seconds(), Machine: machine}
+		Kills: *kills, Signal: "SIGKILL", SetupSecs: time.Since(start).Seconds(), Machine: machine}
+	if *stopFor > 0 {
+		res.Signal = "SIGSTOP for " + stopFor.String()
+	}
+	probe, err := startProbe(st)
+	if err != nil {
+		return err
+	}
+	defer probe.end()
 	if res.ElectionTTL == "" {
 		res.ElectionTTL = "5s (default)"
 	}
 	harness.Progress(start, "dev cluster up: %d candidates on %d etcd members", *masters, *members)
-	var ms []float64
+	var ms, outages []float64
 	for k := 1; k <= *kills; k++ {
-		s, err := killOnce(ctx, st, *load)
+		if err := moveOffRAPI(ctx, st, *bin); err != nil {
+			return fmt.Errorf("kill %d: %w", k, err)
+		}
+		s, err := killOnce(ctx, st, *load, *stopFor, probe)
 		if err != nil {
 			return fmt.Errorf("kill %d: %w", k, err)
 		}
-		harness.Progress(start, "kill %d: %s killed, %s accepted a job after %.0f ms", k, s.Killed, s.NewLead, s.Ms)
+		harness.Progress(start, "kill %d: %s %s, %s accepted a job after %.0f ms; RAPI out %.0f ms (%d of %d calls failed); %d election(s)",
+			k, s.Killed, res.Signal, s.NewLead, s.Ms, s.RAPIOutageMs, s.RAPIFailed, s.RAPICalls, s.Elections)
 		res.Samples = append(res.Samples, s)
 		ms = append(ms, s.Ms)
+		outages = append(outages, s.RAPIOutageMs)
 	}
 	res.Takeover = harness.Summarize(ms)
-	return harness.Emit(res, fmt.Sprintf("failover: %d candidates, etcd x%d, TTL %s, %d queued jobs per kill: SIGKILL of the master to the new master's first accepted SubmitJob over %d kills: %s (mean %.0f ms)",
-		*masters, *members, res.ElectionTTL, *load, *kills, res.Takeover, res.Takeover.Mean))
+	res.RAPIOutage = harness.Summarize(outages)
+	return harness.Emit(res, fmt.Sprintf("failover: %d candidates, etcd x%d, TTL %s, %d queued jobs per kill, %s of the master: to the new master's first accepted SubmitJob over %d kills: %s (mean %.0f ms); RAPI through a standby out %s",
+		*masters, *members, res.ElectionTTL, *load, res.Signal, *kills, res.Takeover, res.Takeover.Mean, res.RAPIOutage))
 }
 
 func up(ctx context.Context, bin, osDir string, masters, members int, ttl string, verbose bool) (*devcluster.State, string, error) {
@@ -141,9 +174,10 @@ func teardown(dir string, keep bool) {
 	_ = os.RemoveAll(dir)
 }
 
-// killOnce kills the current master, times the takeover, and starts the
-// killed corrald again as a standby.
-func killOnce(ctx context.Context, st *devcluster.State, load int) (sample, error) {
+// killOnce kills (or freezes, for stopFor) the current master, times the
+// takeover and RAPI's outage, and starts the killed corrald again as a
+// standby (a frozen one is resumed and stands by by itself).
+func killOnce(ctx context.Context, st *devcluster.State, load int, stopFor time.Duration, probe *rapiProbe) (sample, error) {
 	lead, err := devcluster.WaitLeader(ctx, st, time.Minute)
 	if err != nil {
 		return sample{}, err
@@ -162,8 +196,13 @@ func killOnce(ctx context.Context, st *devcluster.State, load int) (sample, erro
 	if pid == 0 {
 		return sample{}, fmt.Errorf("no pid recorded for %s", lead.Proc)
 	}
+	offs := logOffsets(st)
 	t0 := time.Now()
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	sig := syscall.SIGKILL
+	if stopFor > 0 {
+		sig = syscall.SIGSTOP
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
 		return sample{}, err
 	}
 	s := sample{Killed: lead.Name}
@@ -187,10 +226,22 @@ func killOnce(ctx context.Context, st *devcluster.State, load int) (sample, erro
 			time.Sleep(poll)
 		}
 	}
-	waitDead(pid)
-	if _, err := devcluster.Restart(st, lead.Proc); err != nil {
+	if err := probe.waitRecovered(t0, time.Minute); err != nil {
 		return s, err
 	}
+	if stopFor > 0 {
+		time.Sleep(time.Until(t0.Add(stopFor)))
+		s.Elections = elections(st, offs, lead.Proc)
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+			return s, err
+		}
+	} else {
+		waitDead(pid)
+		if _, err := devcluster.Restart(st, lead.Proc); err != nil {
+			return s, err
+		}
+	}
+	s.RAPIOutageMs, s.RAPIFailed, s.RAPICalls = probe.outage(t0)
 	return s, waitStandby(ctx, lead.Socket)
 }
 
@@ -230,12 +281,15 @@ func waitDead(pid int) {
 	}
 }
 
-// waitStandby waits until the restarted corrald answers as a standby.
+// waitStandby waits until the restarted corrald answers as a standby (or,
+// forwarding, relays to the master).
 func waitStandby(ctx context.Context, sock string) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
+		// A forwarding standby relays the job to the master: that also
+		// means it stands by.
 		err := trySubmit(ctx, sock)
-		if devcluster.IsStandbyError(err) {
+		if err == nil || devcluster.IsStandbyError(err) {
 			return nil
 		}
 		if time.Now().After(deadline) {
