@@ -15,6 +15,7 @@ import (
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/nodeapi"
 	"github.com/corral/corral/internal/opcodes"
+	"github.com/corral/corral/internal/seconds"
 )
 
 // ---- test delay
@@ -58,7 +59,7 @@ func (lu *testDelayLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op)
 func (lu *testDelayLU) Steps() []Step {
 	return []Step{{"delay", func(ctx context.Context, s *StepCtx) error {
 		op := s.Op()
-		d := time.Duration(op.Float("duration") * float64(time.Second))
+		d := seconds.Duration(op.Float("duration"))
 		rounds := op.Int("repeat")
 		if rounds == 0 {
 			rounds = 1
