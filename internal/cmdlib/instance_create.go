@@ -55,7 +55,7 @@ func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	if err := lu.prereqImport(ctx, p, op); err != nil {
 		return err
 	}
-	if err := p.Cfg.CheckInstanceNameFree(name); err != nil {
+	if err := p.Cfg.CheckInstanceNameFree(name, ""); err != nil {
 		return err
 	}
 	tmpl := op.Str("disk_template")

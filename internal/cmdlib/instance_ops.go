@@ -492,7 +492,7 @@ func (lu *instanceRenameLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	if newName == inst.Name {
 		return ecode.Errorf(ecode.Inval, "Instance '%s' already has that name", inst.Name)
 	}
-	if err := p.Cfg.CheckInstanceNameFree(newName); err != nil {
+	if err := p.Cfg.CheckInstanceNameFree(newName, inst.UUID); err != nil {
 		return err
 	}
 	if err := p.requireDown(ctx, inst, node, "rename"); err != nil {
