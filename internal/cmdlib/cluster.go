@@ -136,6 +136,25 @@ func (lu *testDelayLU) UnsafeToRepeat(op *opcodes.Op, i int) string {
 
 // ---- cluster set params
 
+// setClusterBEParams checks and applies new backend defaults: each value,
+// then the filled defaults, which every instance inherits, against minmem
+// <= maxmem and the cluster's instance policy.
+func setClusterBEParams(c *config.Cluster, upd map[string]any) error {
+	checked, err := checkBEParams(upd, false)
+	if err != nil {
+		return err
+	}
+	be := config.Fill(c.BEParams, checked)
+	if err := checkMemoryOrder(be); err != nil {
+		return err
+	}
+	if v := clusterPolicy().violations(beSpec(be, true)); len(v) > 0 {
+		return ecode.Errorf(ecode.Inval, "The cluster's default backend parameters would violate its instance policy: %s", strings.Join(v, ", "))
+	}
+	c.BEParams = be
+	return nil
+}
+
 type clusterSetParamsLU struct {
 	Cluster *config.Cluster `json:"cluster"`
 	SSHSync bool            `json:"ssh_sync,omitempty"` // the SSH files follow a changed switch
@@ -234,11 +253,9 @@ func (lu *clusterSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opco
 		}
 	}
 	if m, ok := op.Params["beparams"].(map[string]any); ok {
-		checked, err := checkBEParams(m, false)
-		if err != nil {
+		if err := setClusterBEParams(c, m); err != nil {
 			return err
 		}
-		c.BEParams = config.Fill(c.BEParams, checked)
 		changed = true
 	}
 	if m, ok := op.Params["nicparams"].(map[string]any); ok {

@@ -124,6 +124,7 @@ func coreDefs() []Def {
 			{Name: "compress", Type: TString, Default: "none", Doc: "none | gzip | gzip-fast | gzip-slow | zstd"},
 			{Name: "identify_defaults", Type: TBool, Default: false},
 			{Name: "opportunistic_locking", Type: TBool, Default: false},
+			{Name: "ignore_ipolicy", Type: TBool, Default: false, Doc: "ignore the instance policy's bounds on memory, vcpus and spindle use"},
 			{Name: "instance_communication", Type: TBool, Default: false},
 			{Name: "helper_startup_timeout", Type: TAny, Default: nil},
 			{Name: "helper_shutdown_timeout", Type: TAny, Default: nil},
@@ -180,6 +181,7 @@ func coreDefs() []Def {
 			{Name: "runtime_mem", Type: TAny, Default: nil},
 			{Name: "hotplug", Type: TBool, Default: false},
 			{Name: "hotplug_if_possible", Type: TBool, Default: false},
+			{Name: "ignore_ipolicy", Type: TBool, Default: false, Doc: "ignore the instance policy's bounds on memory, vcpus and spindle use"},
 			{Name: "wait_for_sync", Type: TBool, Default: true},
 		}},
 		{ID: "OP_INSTANCE_QUERY_DATA", Doc: "detailed instance information", Params: []Param{
