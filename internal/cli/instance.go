@@ -34,6 +34,7 @@ func (a *app) instanceAddCmd() *cobra.Command {
 		template, osType, node, size, hv, be, osp string
 		disks, nets                               []string
 		noNICs, noStart, noInstall, forceVariant  bool
+		ignoreIPolicy                             bool
 	)
 	cmd := &cobra.Command{
 		Use:     "add -t TEMPLATE -o OS [flags] NAME",
@@ -87,6 +88,9 @@ without --net the instance gets one NIC with the cluster's defaults, with
 				"no_install":    noInstall,
 				"force_variant": forceVariant,
 			}
+			if ignoreIPolicy {
+				op["ignore_ipolicy"] = true
+			}
 			if osType != "" {
 				op["os_type"] = osType
 			}
@@ -119,6 +123,7 @@ without --net the instance gets one NIC with the cluster's defaults, with
 	f.BoolVar(&noStart, "no-start", false, "do not start the instance after creating it")
 	f.BoolVar(&noInstall, "no-install", false, "do not install the OS (the disks stay empty)")
 	f.BoolVar(&forceVariant, "force-variant", false, "accept an OS variant the OS does not declare")
+	f.BoolVar(&ignoreIPolicy, "ignore-ipolicy", false, "accept memory, vcpus and spindle use outside the instance policy")
 	return cmd
 }
 

@@ -227,7 +227,7 @@ func (a *app) instanceRenameCmd() *cobra.Command {
 func (a *app) instanceModifyCmd() *cobra.Command {
 	var o jobOpts
 	var hv, be, osp, osName string
-	var forceVariant, force bool
+	var forceVariant, force, ignoreIPolicy bool
 	cmd := &cobra.Command{
 		Use:   "modify [flags] NAME",
 		Short: "Change an instance's parameters",
@@ -266,6 +266,9 @@ applies again. Most changes take effect at the next start.`,
 			if force {
 				op["force"] = true
 			}
+			if ignoreIPolicy {
+				op["ignore_ipolicy"] = true
+			}
 			return a.runJob(cmd, &o, op, changesPrinter("instance", args[0]))
 		},
 	}
@@ -276,7 +279,8 @@ applies again. Most changes take effect at the next start.`,
 	f.StringVarP(&osp, "os-parameters", "O", "", "OS parameters: key=value,...; -key resets")
 	f.StringVar(&osName, "os-type", "", "change the instance's OS (used at the next reinstall)")
 	f.BoolVar(&forceVariant, "force-variant", false, "accept an OS variant the OS does not declare")
-	f.BoolVarP(&force, "force", "f", false, "skip the checks that would refuse the change")
+	f.BoolVarP(&force, "force", "f", false, "skip the free memory check of the primary node")
+	f.BoolVar(&ignoreIPolicy, "ignore-ipolicy", false, "accept memory, vcpus and spindle use outside the instance policy")
 	return cmd
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/corral/corral/internal/luxi"
 	"github.com/corral/corral/internal/opcodes"
+	"github.com/corral/corral/internal/seconds"
 )
 
 // defaultNodeFields are gnt-node list's columns.
@@ -273,7 +274,7 @@ func parseTTL(s string) (time.Duration, error) {
 		if secs <= 0 {
 			return 0, paramErr("--ttl must be positive")
 		}
-		return time.Duration(secs) * time.Second, nil
+		return seconds.Int(secs), nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/nodeapi"
 	"github.com/corral/corral/internal/opcodes"
+	"github.com/corral/corral/internal/seconds"
 )
 
 // ---- test delay
@@ -58,7 +59,7 @@ func (lu *testDelayLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op)
 func (lu *testDelayLU) Steps() []Step {
 	return []Step{{"delay", func(ctx context.Context, s *StepCtx) error {
 		op := s.Op()
-		d := time.Duration(op.Float("duration") * float64(time.Second))
+		d := seconds.Duration(op.Float("duration"))
 		rounds := op.Int("repeat")
 		if rounds == 0 {
 			rounds = 1
@@ -134,6 +135,25 @@ func (lu *testDelayLU) UnsafeToRepeat(op *opcodes.Op, i int) string {
 }
 
 // ---- cluster set params
+
+// setClusterBEParams checks and applies new backend defaults: each value,
+// then the filled defaults, which every instance inherits, against minmem
+// <= maxmem and the cluster's instance policy.
+func setClusterBEParams(c *config.Cluster, upd map[string]any) error {
+	checked, err := checkBEParams(upd, false)
+	if err != nil {
+		return err
+	}
+	be := config.Fill(c.BEParams, checked)
+	if err := checkMemoryOrder(be); err != nil {
+		return err
+	}
+	if v := clusterPolicy().violations(beSpec(be, true)); len(v) > 0 {
+		return ecode.Errorf(ecode.Inval, "The cluster's default backend parameters would violate its instance policy: %s", strings.Join(v, ", "))
+	}
+	c.BEParams = be
+	return nil
+}
 
 type clusterSetParamsLU struct {
 	Cluster *config.Cluster `json:"cluster"`
@@ -233,11 +253,9 @@ func (lu *clusterSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opco
 		}
 	}
 	if m, ok := op.Params["beparams"].(map[string]any); ok {
-		checked, err := checkBEParams(m, false)
-		if err != nil {
+		if err := setClusterBEParams(c, m); err != nil {
 			return err
 		}
-		c.BEParams = config.Fill(c.BEParams, checked)
 		changed = true
 	}
 	if m, ok := op.Params["nicparams"].(map[string]any); ok {

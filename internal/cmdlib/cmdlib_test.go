@@ -203,7 +203,7 @@ func TestCreateValidationChangesNothing(t *testing.T) {
 		{create("x1", map[string]any{"disk_template": "plain"}), ecode.Inval, "not supported"},
 		{create("x2", map[string]any{"hypervisor": "xen"}), ecode.State, "not enabled"},
 		{create("x3", map[string]any{"hvparams": map[string]any{"nosuch": 1}}), ecode.Inval, "Unknown hypervisor parameter"},
-		{create("x4", map[string]any{"beparams": map[string]any{"maxmem": -1}}), ecode.Inval, "non-negative"},
+		{create("x4", map[string]any{"beparams": map[string]any{"maxmem": -1}}), ecode.Inval, "must be a positive integer, got -1"},
 		{create("x5", map[string]any{"pnode": "ghost"}), ecode.NoEnt, "not known"},
 		{create("x6", map[string]any{"disks": []any{map[string]any{"size": 1 << 30}}}), ecode.NoRes, "Can't find a node"},
 		{create("x7", map[string]any{"os_type": "tiny"}), ecode.Inval, "must include a variant"},

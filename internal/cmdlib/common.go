@@ -157,33 +157,39 @@ type candidate struct {
 	memFree int64
 }
 
+// need is what an instance asks of its primary node.
+type need struct {
+	hv, template    string
+	memMiB, diskMiB int64
+	vcpus           int         // checked against the node's CPUs and vcpu-ratio; 0: not checked
+	spec            []specValue // checked against the node's group ipolicy; nil: not checked
+}
+
 // allocate picks the vm_capable, online, undrained node with the most free
 // memory that fits the instance (Ganeti's hail would do this; this is the
 // built-in allocator).
-func (p *Processor) allocate(ctx context.Context, hv, template string, memMiB, diskMiB int64) (*config.Node, error) {
+func (p *Processor) allocate(ctx context.Context, nd need) (*config.Node, error) {
 	var cands []candidate
 	var reasons []string
 	for _, n := range p.Cfg.Nodes() {
 		if n.Offline || n.Drained || !n.VMCapable {
 			continue
 		}
-		f, err := p.nodeFacts(ctx, n, hv, template)
+		pol := p.nodePolicy(n)
+		if nd.spec != nil {
+			if err := pol.check(nd.spec); err != nil {
+				reasons = append(reasons, fmt.Sprintf("%s: %v", n.Name, err))
+				continue
+			}
+		}
+		f, err := p.nodeFacts(ctx, n, nd.hv, nd.template)
 		if err != nil {
 			reasons = append(reasons, fmt.Sprintf("%s: %v", n.Name, err))
 			continue
 		}
-		rm, rd := p.reserved(n.UUID, "")
-		memFree := f.MemoryTotalMiB - f.MemoryNodeMiB - rm
-		diskFree := f.DiskTotalMiB - rd
-		if f.DiskFreeMiB < diskFree {
-			diskFree = f.DiskFreeMiB
-		}
-		if memFree < memMiB {
-			reasons = append(reasons, fmt.Sprintf("%s: %d MiB memory free, %d needed", n.Name, memFree, memMiB))
-			continue
-		}
-		if diskMiB > 0 && diskFree < diskMiB {
-			reasons = append(reasons, fmt.Sprintf("%s: %d MiB disk free, %d needed", n.Name, diskFree, diskMiB))
+		memFree, err := p.checkFacts(n, f, pol, nd, "")
+		if err != nil {
+			reasons = append(reasons, fmt.Sprintf("%s: %v", n.Name, err))
 			continue
 		}
 		cands = append(cands, candidate{n, memFree})
@@ -196,24 +202,45 @@ func (p *Processor) allocate(ctx context.Context, hv, template string, memMiB, d
 	return cands[0].node, nil
 }
 
-// checkNodeRoom verifies a chosen node can hold the instance.
-func (p *Processor) checkNodeRoom(ctx context.Context, n *config.Node, hv, template string, memMiB, diskMiB int64, exclude string) error {
-	f, err := p.nodeFacts(ctx, n, hv, template)
+// checkNodeRoom verifies a chosen node can hold the instance: its group's
+// instance policy, then its memory, disk and CPUs (exclude is an instance
+// whose reservation the need replaces).
+func (p *Processor) checkNodeRoom(ctx context.Context, n *config.Node, nd need, exclude string) error {
+	pol := p.nodePolicy(n)
+	if nd.spec != nil {
+		if err := pol.check(nd.spec); err != nil {
+			return err
+		}
+	}
+	f, err := p.nodeFacts(ctx, n, nd.hv, nd.template)
 	if err != nil {
 		return err
 	}
+	_, err = p.checkFacts(n, f, pol, nd, exclude)
+	return err
+}
+
+// checkFacts compares a node's facts, less what the configuration already
+// promises on it, with the need; it returns the free memory.
+func (p *Processor) checkFacts(n *config.Node, f *nodeapi.NodeInfoReply, pol instancePolicy, nd need, exclude string) (int64, error) {
 	rm, rd := p.reserved(n.UUID, exclude)
-	if free := f.MemoryTotalMiB - f.MemoryNodeMiB - rm; free < memMiB {
-		return ecode.Errorf(ecode.NoRes, "Not enough memory on node %s: %d MiB free, %d MiB needed", n.Name, free, memMiB)
+	memFree := f.MemoryTotalMiB - f.MemoryNodeMiB - rm
+	if memFree < nd.memMiB {
+		return 0, ecode.Errorf(ecode.NoRes, "Not enough memory on node %s: %d MiB free, %d MiB needed", n.Name, memFree, nd.memMiB)
 	}
 	diskFree := f.DiskTotalMiB - rd
 	if f.DiskFreeMiB < diskFree {
 		diskFree = f.DiskFreeMiB
 	}
-	if diskMiB > 0 && diskFree < diskMiB {
-		return ecode.Errorf(ecode.NoRes, "Not enough disk space on node %s: %d MiB free, %d MiB needed", n.Name, diskFree, diskMiB)
+	if nd.diskMiB > 0 && diskFree < nd.diskMiB {
+		return 0, ecode.Errorf(ecode.NoRes, "Not enough disk space on node %s: %d MiB free, %d MiB needed", n.Name, diskFree, nd.diskMiB)
 	}
-	return nil
+	if nd.vcpus > 0 {
+		if err := pol.checkVCPUs(n, f.CPUs, nd.vcpus); err != nil {
+			return 0, err
+		}
+	}
+	return memFree, nil
 }
 
 func contains(l []string, s string) bool { return slices.Contains(l, s) }

@@ -3,6 +3,7 @@ package cmdlib
 import (
 	"context"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 
@@ -55,7 +56,7 @@ func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	if err := lu.prereqImport(ctx, p, op); err != nil {
 		return err
 	}
-	if err := p.Cfg.CheckInstanceNameFree(name); err != nil {
+	if err := p.Cfg.CheckInstanceNameFree(name, ""); err != nil {
 		return err
 	}
 	tmpl := op.Str("disk_template")
@@ -109,10 +110,15 @@ func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	inst.OS = osName
 
 	be := config.Fill(c.BEParams, inst.BEParams)
-	mem := config.MemoryMiB(be)
-	var disk int64
+	if err := checkMemoryOrder(be); err != nil {
+		return err
+	}
+	nd := need{hv: hv, template: tmpl, memMiB: config.MemoryMiB(be), vcpus: config.VCPUs(be)}
+	if !op.Bool("ignore_ipolicy") {
+		nd.spec = beSpec(be, false)
+	}
 	for _, d := range inst.Disks {
-		disk += d.SizeMiB
+		nd.diskMiB += d.SizeMiB
 	}
 	var node *config.Node
 	if pn := op.Str("pnode"); pn != "" {
@@ -128,10 +134,10 @@ func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcode
 		if node.Drained {
 			return ecode.Errorf(ecode.State, "Node %s is drained: no new instances may be placed on it", node.Name)
 		}
-		if err := p.checkNodeRoom(ctx, node, hv, tmpl, mem, disk, ""); err != nil {
+		if err := p.checkNodeRoom(ctx, node, nd, ""); err != nil {
 			return err
 		}
-	} else if node, err = p.allocate(ctx, hv, tmpl, mem, disk); err != nil {
+	} else if node, err = p.allocate(ctx, nd); err != nil {
 		return err
 	}
 	inst.PrimaryNode = node.UUID
@@ -424,8 +430,10 @@ func checkHVParams(c *config.Cluster, hv string, p map[string]any) (config.Param
 }
 
 // checkBEParams accepts Ganeti's backend parameters, with memory as the
-// old alias of maxmem and minmem. fillMin sets minmem to maxmem when only
-// maxmem is given (for a new instance; a change keeps the other value).
+// old alias of maxmem and minmem. Memory sizes and vcpus are positive
+// integers, spindle_use a non-negative one. fillMin sets minmem to maxmem
+// when only maxmem is given (for a new instance; a change keeps the other
+// value).
 func checkBEParams(p map[string]any, fillMin bool) (config.Params, error) {
 	out := config.Params{}
 	for k, v := range p {
@@ -435,9 +443,9 @@ func checkBEParams(p map[string]any, fillMin bool) (config.Params, error) {
 		}
 		switch typ {
 		case "int":
-			f, err := toNumber(v)
-			if err != nil || f < 0 {
-				return nil, ecode.Errorf(ecode.Inval, "Backend parameter '%s' must be a non-negative integer", k)
+			f, err := checkBEInt(k, v)
+			if err != nil {
+				return nil, err
 			}
 			v = f
 		case "bool":
@@ -453,13 +461,37 @@ func checkBEParams(p map[string]any, fillMin bool) (config.Params, error) {
 		delete(out, "memory")
 		out["maxmem"], out["minmem"] = m, m
 	}
+	if err := checkMemoryOrder(out); err != nil {
+		return nil, err
+	}
 	if mx, ok := out["maxmem"].(float64); ok {
-		if mn, ok := out["minmem"].(float64); ok && mn > mx {
-			return nil, ecode.Errorf(ecode.Inval, "minmem (%v) is larger than maxmem (%v)", mn, mx)
-		}
 		if _, ok := out["minmem"]; !ok && fillMin {
 			out["minmem"] = mx
 		}
 	}
 	return out, nil
+}
+
+// checkBEInt checks an integer backend parameter: a whole number (or its
+// text), at least 1 but for spindle_use (at least 0), and exact in JSON.
+func checkBEInt(key string, v any) (float64, error) {
+	least, what := 1.0, "a positive integer"
+	if key == "spindle_use" {
+		least, what = 0, "a non-negative integer"
+	}
+	f, err := toNumber(v)
+	if err != nil || math.IsNaN(f) || f != math.Trunc(f) || f < least || f > opcodes.MaxExactInt {
+		return 0, ecode.Errorf(ecode.Inval, "Backend parameter '%s' must be %s, got %s", key, what, opcodes.ParamText(v))
+	}
+	return f, nil
+}
+
+// checkMemoryOrder refuses a minmem above maxmem where both are set.
+func checkMemoryOrder(be config.Params) error {
+	mx, okMax := be["maxmem"].(float64)
+	mn, okMin := be["minmem"].(float64)
+	if okMax && okMin && mn > mx {
+		return ecode.Errorf(ecode.Inval, "Backend parameter minmem (%s MiB) is larger than maxmem (%s MiB)", num(mn), num(mx))
+	}
+	return nil
 }

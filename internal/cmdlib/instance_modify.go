@@ -73,34 +73,10 @@ func (lu *instanceSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opc
 		hvChecked[k] = one[k]
 	}
 	beUpd := op.Dict("beparams")
-	beChecked := map[string]any{}
-	for k, v := range beUpd {
-		if v == nil || v == "default" {
-			if _, ok := config.BEParamType(k); !ok {
-				return ecode.Errorf(ecode.Inval, "Unknown backend parameter '%s'", k)
-			}
-			beChecked[k] = nil
-			continue
-		}
-		one, err := checkBEParams(map[string]any{k: v}, false)
-		if err != nil {
-			return err
-		}
-		for kk, vv := range one {
-			beChecked[kk] = vv
-		}
+	if err := lu.checkBE(ctx, p, op, inst, node); err != nil {
+		return err
 	}
 	lu.HV = updateParams(inst.HVParams, hvChecked)
-	lu.BE = updateParams(inst.BEParams, beChecked)
-	be := config.Fill(c.BEParams, lu.BE)
-	if mn, mx := config.ParamInt(be["minmem"], 0), config.ParamInt(be["maxmem"], 0); mn > mx {
-		return ecode.Errorf(ecode.Inval, "minmem (%d) is larger than maxmem (%d)", mn, mx)
-	}
-	if grow := config.MemoryMiB(be) - config.MemoryMiB(config.Fill(c.BEParams, inst.BEParams)); grow > 0 && !op.Bool("force") {
-		if err := p.checkNodeRoom(ctx, node, inst.Hypervisor, inst.DiskTemplate, config.MemoryMiB(be), 0, inst.UUID); err != nil {
-			return err
-		}
-	}
 	lu.OS = inst.OS
 	if o := op.Str("os_name"); o != "" {
 		lu.OS = o
@@ -138,6 +114,60 @@ func (lu *instanceSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opc
 	}
 	if len(lu.Changes) == 0 && lu.Offline == nil && op.Params["osparams"] == nil {
 		return ecode.Errorf(ecode.Inval, "No changes submitted")
+	}
+	return nil
+}
+
+// checkBE checks a beparams change and sets lu.BE: every value, minmem
+// against maxmem, the filled values against the instance policy of the
+// primary node's group (unless ignore_ipolicy), more memory against the
+// node's free memory (unless force) and more vcpus against its CPUs.
+func (lu *instanceSetParamsLU) checkBE(ctx context.Context, p *Processor, op *opcodes.Op, inst *config.Instance, node *config.Node) error {
+	c := p.Cfg.Cluster()
+	beUpd := op.Dict("beparams")
+	beChecked := map[string]any{}
+	for k, v := range beUpd {
+		if v == nil || v == "default" {
+			if _, ok := config.BEParamType(k); !ok {
+				return ecode.Errorf(ecode.Inval, "Unknown backend parameter '%s'", k)
+			}
+			beChecked[k] = nil
+			continue
+		}
+		one, err := checkBEParams(map[string]any{k: v}, false)
+		if err != nil {
+			return err
+		}
+		for kk, vv := range one {
+			beChecked[kk] = vv
+		}
+	}
+	lu.BE = updateParams(inst.BEParams, beChecked)
+	if len(beUpd) == 0 {
+		return nil
+	}
+	old, be := config.Fill(c.BEParams, inst.BEParams), config.Fill(c.BEParams, lu.BE)
+	if err := checkMemoryOrder(be); err != nil {
+		return err
+	}
+	pol := p.nodePolicy(node)
+	if !op.Bool("ignore_ipolicy") {
+		if err := pol.check(beSpec(be, true)); err != nil {
+			return err
+		}
+	}
+	if config.MemoryMiB(be) > config.MemoryMiB(old) && !op.Bool("force") {
+		nd := need{hv: inst.Hypervisor, template: inst.DiskTemplate, memMiB: config.MemoryMiB(be)}
+		if err := p.checkNodeRoom(ctx, node, nd, inst.UUID); err != nil {
+			return err
+		}
+	}
+	if config.VCPUs(be) > config.VCPUs(old) {
+		f, err := p.nodeFacts(ctx, node, inst.Hypervisor, inst.DiskTemplate)
+		if err != nil {
+			return err
+		}
+		return pol.checkVCPUs(node, f.CPUs, config.VCPUs(be))
 	}
 	return nil
 }

@@ -162,11 +162,38 @@ func (lu *instanceStartupLU) Prereq(ctx context.Context, p *Processor, op *opcod
 	if err := checkNodeOnline(node); err != nil {
 		return err
 	}
-	if _, err := checkHVParams(p.Cfg.Cluster(), inst.Hypervisor, op.Dict("hvparams")); err != nil {
+	c := p.Cfg.Cluster()
+	if _, err := checkHVParams(c, inst.Hypervisor, op.Dict("hvparams")); err != nil {
 		return err
 	}
-	_, err = checkBEParams(op.Dict("beparams"), false)
-	return err
+	be, err := checkBEParams(op.Dict("beparams"), false)
+	if err != nil {
+		return err
+	}
+	filled := config.Fill(config.Fill(c.BEParams, inst.BEParams), be)
+	if err := checkMemoryOrder(filled); err != nil {
+		return err
+	}
+	return p.checkStartMemory(ctx, inst, node, config.MemoryMiB(filled))
+}
+
+// checkStartMemory is Ganeti's CheckNodeFreeMemory before a start: an
+// instance that is not running yet needs its memory free on the node. The
+// hypervisor gives a guest its maxmem, so that is what must be free.
+func (p *Processor) checkStartMemory(ctx context.Context, inst *config.Instance, node *config.Node, memMiB int64) error {
+	running, err := p.running(ctx, inst, node)
+	if err != nil || running {
+		return err
+	}
+	f, err := p.nodeFacts(ctx, node, inst.Hypervisor, inst.DiskTemplate)
+	if err != nil {
+		return err
+	}
+	if f.MemoryFreeMiB < memMiB {
+		return ecode.Errorf(ecode.NoRes, "Not enough memory on node %s for starting instance %s: needed %d MiB, available %d MiB",
+			node.Name, inst.Name, memMiB, f.MemoryFreeMiB)
+	}
+	return nil
 }
 
 func (lu *instanceStartupLU) Steps() []Step {
@@ -492,7 +519,7 @@ func (lu *instanceRenameLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	if newName == inst.Name {
 		return ecode.Errorf(ecode.Inval, "Instance '%s' already has that name", inst.Name)
 	}
-	if err := p.Cfg.CheckInstanceNameFree(newName); err != nil {
+	if err := p.Cfg.CheckInstanceNameFree(newName, inst.UUID); err != nil {
 		return err
 	}
 	if err := p.requireDown(ctx, inst, node, "rename"); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/nodeapi"
 	"github.com/corral/corral/internal/pki"
+	"github.com/corral/corral/internal/seconds"
 	"github.com/corral/corral/internal/secret"
 )
 
@@ -254,7 +255,7 @@ func progressText(st *nodeapi.TransferStatus, sizeMiB int64, done bool) string {
 		fmt.Fprintf(&b, ", %.1f MiB/s", st.Throughput)
 	}
 	if !done && st.ETA > 0 {
-		fmt.Fprintf(&b, ", ETA %s", (time.Duration(st.ETA) * time.Second).Round(time.Second))
+		fmt.Fprintf(&b, ", ETA %s", seconds.Duration(st.ETA).Round(time.Second))
 	}
 	return b.String()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/nodeapi"
 	"github.com/corral/corral/internal/opcodes"
+	"github.com/corral/corral/internal/seconds"
 )
 
 // Limits used by verify.
@@ -117,7 +118,7 @@ func (lu *clusterVerifyLU) verifyNode(ctx context.Context, p *Processor, n *conf
 	if info.Version != Version {
 		lu.errf("node %s: runs version %s, the master runs %s", n.Name, info.Version, Version)
 	}
-	if skew := time.Duration(math.Abs(float64(time.Now().UnixMicro())/1e6-info.Time) * float64(time.Second)); skew > maxClockSkew {
+	if skew := clockSkew(time.Now(), info.Time); skew > maxClockSkew {
 		lu.errf("node %s: clock skew of %s (more than %s)", n.Name, skew.Round(time.Second), maxClockSkew)
 	}
 	if info.CertNotAfter > 0 {
@@ -257,4 +258,11 @@ func (lu *clusterVerifyLU) verifyStore(ctx context.Context, p *Processor) {
 	if len(ms) < 3 {
 		lu.warnf("store: %d etcd member(s): the cluster cannot lose a machine without losing its store (run 3 or 5)", len(ms))
 	}
+}
+
+// clockSkew is how far a node's clock (seconds since the epoch, as it
+// reported them) is from now, saturated: a node reporting an absurd time
+// must show as skewed, not wrap around to no skew at all.
+func clockSkew(now time.Time, nodeTime float64) time.Duration {
+	return seconds.Duration(math.Abs(float64(now.UnixMicro())/1e6 - nodeTime))
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/corral/corral/internal/store"
 )
@@ -65,5 +66,19 @@ func TestVerifyStoreMembers(t *testing.T) {
 				t.Fatalf("messages %v lack %q", lu.Messages, tc.want)
 			}
 		})
+	}
+}
+
+// TestClockSkewSaturates: a node reporting an absurd time is skewed; the
+// unsaturated conversion used to wrap it to a negative skew, which passed.
+func TestClockSkewSaturates(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	for _, nodeTime := range []float64{1e308, -1e308, 1e12, 0} {
+		if skew := clockSkew(now, nodeTime); skew <= maxClockSkew {
+			t.Errorf("node time %v: skew %v, want more than %v", nodeTime, skew, maxClockSkew)
+		}
+	}
+	if skew := clockSkew(now, 1_800_000_001.5); skew != 1500*time.Millisecond {
+		t.Errorf("skew %v, want 1.5s", skew)
 	}
 }

@@ -48,7 +48,7 @@ type DB struct {
 	nodes                               map[string]entry[*config.Node]
 	groups                              map[string]entry[*config.NodeGroup]
 	instances                           map[string]entry[*config.Instance]
-	nodeByName, groupByName, instByName map[string]string
+	nodeByName, groupByName, instByName *nameIndex
 	macs                                map[string]string
 }
 
@@ -73,13 +73,7 @@ func (db *DB) load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("loading configuration: %w", err)
 	}
-	db.nodes = map[string]entry[*config.Node]{}
-	db.groups = map[string]entry[*config.NodeGroup]{}
-	db.instances = map[string]entry[*config.Instance]{}
-	db.nodeByName = map[string]string{}
-	db.groupByName = map[string]string{}
-	db.instByName = map[string]string{}
-	db.macs = map[string]string{}
+	db.reset()
 	found := false
 	for _, kv := range kvs {
 		var err error
@@ -93,17 +87,17 @@ func (db *DB) load(ctx context.Context) error {
 			var n config.Node
 			err = json.Unmarshal(kv.Value, &n)
 			db.nodes[n.UUID] = entry[*config.Node]{&n, kv.ModRevision}
-			db.nodeByName[n.Name] = n.UUID
+			db.nodeByName.add(n.Name, n.UUID)
 		case strings.HasPrefix(kv.Key, pfxGroup):
 			var g config.NodeGroup
 			err = json.Unmarshal(kv.Value, &g)
 			db.groups[g.UUID] = entry[*config.NodeGroup]{&g, kv.ModRevision}
-			db.groupByName[g.Name] = g.UUID
+			db.groupByName.add(g.Name, g.UUID)
 		case strings.HasPrefix(kv.Key, pfxInstance):
 			var i config.Instance
 			err = json.Unmarshal(kv.Value, &i)
 			db.instances[i.UUID] = entry[*config.Instance]{&i, kv.ModRevision}
-			db.instByName[i.Name] = i.UUID
+			db.instByName.add(i.Name, i.UUID)
 			for _, n := range i.NICs {
 				db.macs[n.MAC] = i.UUID
 			}
@@ -118,6 +112,17 @@ func (db *DB) load(ctx context.Context) error {
 	return nil
 }
 
+// reset empties the cache.
+func (db *DB) reset() {
+	db.nodes = map[string]entry[*config.Node]{}
+	db.groups = map[string]entry[*config.NodeGroup]{}
+	db.instances = map[string]entry[*config.Instance]{}
+	db.nodeByName = newNameIndex(foldName)
+	db.groupByName = newNameIndex(keepName)
+	db.instByName = newNameIndex(foldName)
+	db.macs = map[string]string{}
+}
+
 // Cluster returns a copy of the cluster object.
 func (db *DB) Cluster() *config.Cluster {
 	db.mu.RLock()
@@ -125,11 +130,11 @@ func (db *DB) Cluster() *config.Cluster {
 	return db.cluster.obj.Clone()
 }
 
-// Node finds a node by name or uuid.
+// Node finds a node by name (in any case) or uuid.
 func (db *DB) Node(nameOrUUID string) (*config.Node, bool) {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
-	if u, ok := db.nodeByName[nameOrUUID]; ok {
+	if u, ok := db.nodeByName.lookup(nameOrUUID); ok {
 		nameOrUUID = u
 	}
 	e, ok := db.nodes[nameOrUUID]
@@ -164,7 +169,7 @@ func (db *DB) Nodes() []*config.Node {
 func (db *DB) Group(nameOrUUID string) (*config.NodeGroup, bool) {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
-	if u, ok := db.groupByName[nameOrUUID]; ok {
+	if u, ok := db.groupByName.lookup(nameOrUUID); ok {
 		nameOrUUID = u
 	}
 	e, ok := db.groups[nameOrUUID]
@@ -186,11 +191,11 @@ func (db *DB) Groups() []*config.NodeGroup {
 	return out
 }
 
-// Instance finds an instance by name or uuid.
+// Instance finds an instance by name (in any case) or uuid.
 func (db *DB) Instance(nameOrUUID string) (*config.Instance, bool) {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
-	if u, ok := db.instByName[nameOrUUID]; ok {
+	if u, ok := db.instByName.lookup(nameOrUUID); ok {
 		nameOrUUID = u
 	}
 	e, ok := db.instances[nameOrUUID]

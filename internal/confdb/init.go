@@ -13,13 +13,7 @@ import (
 func Bootstrap(ctx context.Context, st store.Store, c *config.Cluster, g *config.NodeGroup, master *config.Node) (*DB, error) {
 	db := &DB{st: st}
 	db.now = nowFunc
-	db.nodes = map[string]entry[*config.Node]{}
-	db.groups = map[string]entry[*config.NodeGroup]{}
-	db.instances = map[string]entry[*config.Instance]{}
-	db.nodeByName = map[string]string{}
-	db.groupByName = map[string]string{}
-	db.instByName = map[string]string{}
-	db.macs = map[string]string{}
+	db.reset()
 	tx := db.Begin()
 	tx.PutGroup(g)
 	master.Group = g.UUID

@@ -2,6 +2,7 @@ package confdb
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/corral/corral/internal/config"
@@ -78,7 +79,7 @@ func (tx *Tx) PutNode(n *config.Node) {
 	tx.db.mu.RUnlock()
 	rev := readRev(exists, old.rev, serialOf(exists, old.obj), n.Serial)
 	n.Touch(tx.db.now())
-	tx.putNamed(pfxNode+n.UUID, pfxNameNode, exists, rev, nameOf(exists, old.obj), n.Name, n.UUID)
+	tx.putNamed(pfxNode+n.UUID, pfxNameNode, tx.db.nodeByName, exists, rev, nameOf(exists, old.obj), n.Name, n.UUID)
 	tx.put(pfxNode+n.UUID, n)
 	tx.nodes = append(tx.nodes, n)
 }
@@ -91,7 +92,7 @@ func (tx *Tx) DeleteNode(n *config.Node) {
 	if !exists {
 		return
 	}
-	tx.deleteNamed(pfxNode+n.UUID, pfxNameNode+old.obj.Name, old.rev)
+	tx.deleteNamed(pfxNode+n.UUID, pfxNameNode, tx.db.nodeByName, old.obj.Name, n.UUID, old.rev)
 	tx.delNodes = append(tx.delNodes, old.obj)
 }
 
@@ -102,7 +103,7 @@ func (tx *Tx) PutGroup(g *config.NodeGroup) {
 	tx.db.mu.RUnlock()
 	rev := readRev(exists, old.rev, serialOf(exists, old.obj), g.Serial)
 	g.Touch(tx.db.now())
-	tx.putNamed(pfxGroup+g.UUID, pfxNameGroup, exists, rev, nameOf(exists, old.obj), g.Name, g.UUID)
+	tx.putNamed(pfxGroup+g.UUID, pfxNameGroup, tx.db.groupByName, exists, rev, nameOf(exists, old.obj), g.Name, g.UUID)
 	tx.put(pfxGroup+g.UUID, g)
 	tx.groups = append(tx.groups, g)
 }
@@ -115,15 +116,21 @@ func (tx *Tx) DeleteGroup(g *config.NodeGroup) {
 	if !exists {
 		return
 	}
-	tx.deleteNamed(pfxGroup+g.UUID, pfxNameGroup+old.obj.Name, old.rev)
+	tx.deleteNamed(pfxGroup+g.UUID, pfxNameGroup, tx.db.groupByName, old.obj.Name, g.UUID, old.rev)
 	tx.delGroups = append(tx.delGroups, old.obj)
 }
 
-// deleteNamed removes an object and its name index key, if nobody changed
+// deleteNamed removes an object and its name index keys, if nobody changed
 // the object since the cache saw it at rev.
-func (tx *Tx) deleteNamed(key, nameKey string, rev int64) {
+func (tx *Tx) deleteNamed(key, namePfx string, idx *nameIndex, name, uuid string, rev int64) {
 	tx.cmp(store.ModRevisionIs(key, rev))
-	tx.ops = append(tx.ops, store.Delete(key), store.Delete(nameKey))
+	tx.ops = append(tx.ops, store.Delete(key))
+	tx.db.mu.RLock()
+	stale := idx.staleKeys(namePfx, name, uuid)
+	tx.db.mu.RUnlock()
+	for _, k := range stale {
+		tx.ops = append(tx.ops, store.Delete(k))
+	}
 }
 
 // named is any configuration object with a name and a serial number.
@@ -160,19 +167,41 @@ func nameOf[T named](exists bool, obj T) string {
 	return obj.GetName()
 }
 
-// putNamed adds the compare for an object's key and keeps its name index:
-// a new object must not exist yet and its name must be free; a renamed one
-// frees its old name and takes the new one.
-func (tx *Tx) putNamed(key, namePfx string, exists bool, rev int64, oldName, newName, uuid string) {
+// putNamed adds the compare for an object's key and keeps its name index
+// (names.go): a new object must not exist yet and its name must be free; a
+// renamed one frees its old name and takes the new one. A rename that only
+// changes case keeps the index key, which is the same.
+func (tx *Tx) putNamed(key, namePfx string, idx *nameIndex, exists bool, rev int64, oldName, newName, uuid string) {
 	if !exists {
 		tx.cmp(store.Missing(key))
-		tx.nameIndex(namePfx+newName, uuid)
+		tx.nameIndex(idx.key(namePfx, newName), uuid)
 		return
 	}
 	tx.cmp(store.ModRevisionIs(key, rev))
-	if oldName != newName {
-		tx.ops = append(tx.ops, store.Delete(namePfx+oldName))
-		tx.nameIndex(namePfx+newName, uuid)
+	if oldName == newName {
+		return
+	}
+	tx.db.mu.RLock()
+	stale := idx.staleKeys(namePfx, oldName, uuid)
+	tx.db.mu.RUnlock()
+	folded := idx.key(namePfx, newName)
+	if idx.key(namePfx, oldName) != folded {
+		for _, k := range stale {
+			tx.ops = append(tx.ops, store.Delete(k))
+		}
+		tx.nameIndex(folded, uuid)
+		return
+	}
+	// Only the case changes. The folded key stays this object's: it is
+	// written again, as an older version may have written only the key
+	// spelled as the old name, which goes.
+	for _, k := range stale {
+		if k != folded {
+			tx.ops = append(tx.ops, store.Delete(k))
+		}
+	}
+	if slices.Contains(stale, folded) {
+		tx.ops = append(tx.ops, store.Put(folded, []byte(uuid)))
 	}
 }
 
@@ -186,7 +215,7 @@ func (tx *Tx) PutInstance(i *config.Instance) {
 	i.Touch(tx.db.now())
 	key := pfxInstance + i.UUID
 	oldMACs := map[string]bool{}
-	tx.putNamed(key, pfxNameInst, exists, rev, nameOf(exists, old.obj), i.Name, i.UUID)
+	tx.putNamed(key, pfxNameInst, tx.db.instByName, exists, rev, nameOf(exists, old.obj), i.Name, i.UUID)
 	if exists {
 		for _, n := range old.obj.NICs {
 			oldMACs[n.MAC] = true
@@ -218,7 +247,7 @@ func (tx *Tx) DeleteInstance(i *config.Instance) {
 	if !exists {
 		return
 	}
-	tx.deleteNamed(pfxInstance+i.UUID, pfxNameInst+old.obj.Name, old.rev)
+	tx.deleteNamed(pfxInstance+i.UUID, pfxNameInst, tx.db.instByName, old.obj.Name, i.UUID, old.rev)
 	for _, n := range old.obj.NICs {
 		tx.ops = append(tx.ops, store.Delete(pfxMAC+n.MAC))
 	}
@@ -239,51 +268,61 @@ func (db *DB) Apply(tx *Tx, rev int64) {
 	}
 	for _, n := range tx.delNodes {
 		delete(db.nodes, n.UUID)
-		delete(db.nodeByName, n.Name)
+		db.nodeByName.remove(n.Name)
 	}
 	for _, n := range tx.nodes {
 		if old, ok := db.nodes[n.UUID]; ok {
-			delete(db.nodeByName, old.obj.Name)
+			db.nodeByName.remove(old.obj.Name)
 		}
 		db.nodes[n.UUID] = entry[*config.Node]{n.Clone(), rev}
-		db.nodeByName[n.Name] = n.UUID
+		db.nodeByName.add(n.Name, n.UUID)
 	}
 	for _, g := range tx.delGroups {
 		delete(db.groups, g.UUID)
-		delete(db.groupByName, g.Name)
+		db.groupByName.remove(g.Name)
 	}
 	for _, g := range tx.groups {
 		if old, ok := db.groups[g.UUID]; ok {
-			delete(db.groupByName, old.obj.Name)
+			db.groupByName.remove(old.obj.Name)
 		}
 		db.groups[g.UUID] = entry[*config.NodeGroup]{g.Clone(), rev}
-		db.groupByName[g.Name] = g.UUID
+		db.groupByName.add(g.Name, g.UUID)
 	}
 	for _, i := range tx.delInsts {
 		delete(db.instances, i.UUID)
-		delete(db.instByName, i.Name)
+		db.instByName.remove(i.Name)
 		for _, n := range i.NICs {
 			delete(db.macs, n.MAC)
 		}
 	}
 	for _, i := range tx.insts {
 		if old, ok := db.instances[i.UUID]; ok {
-			delete(db.instByName, old.obj.Name)
+			db.instByName.remove(old.obj.Name)
 			for _, n := range old.obj.NICs {
 				delete(db.macs, n.MAC)
 			}
 		}
 		db.instances[i.UUID] = entry[*config.Instance]{i.Clone(), rev}
-		db.instByName[i.Name] = i.UUID
+		db.instByName.add(i.Name, i.UUID)
 		for _, n := range i.NICs {
 			db.macs[n.MAC] = i.UUID
 		}
 	}
 }
 
-// CheckNameFree returns an ECODE_EXISTS error when the instance name is taken.
-func (db *DB) CheckInstanceNameFree(name string) error {
-	if _, ok := db.Instance(name); ok {
+// CheckInstanceNameFree returns an ECODE_EXISTS error when the instance
+// name is taken, in any case, by an instance other than self (a uuid, or
+// "" for a new instance).
+func (db *DB) CheckInstanceNameFree(name, self string) error {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	for _, n := range db.instByName.holders(name) {
+		if db.instByName.exact[n] == self {
+			continue
+		}
+		if n != name {
+			return ecode.Errorf(ecode.Exists, "Instance '%s' is already in the cluster as '%s' (names are not case-sensitive)", name, n)
+		}
 		return ecode.Errorf(ecode.Exists, "Instance '%s' is already in the cluster", name)
 	}
 	return nil

@@ -11,6 +11,8 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/corral/corral/internal/seconds"
 )
 
 // Errors a transfer can end with; callers test them with errors.Is.
@@ -264,7 +266,7 @@ func (m *meter) snapshot(now time.Time, final bool) Progress {
 	if m.size > 0 {
 		p.Percent = min(100, 100*float64(b)/float64(m.size))
 		if !final && p.Throughput > 0 && b < m.size {
-			p.ETA = time.Duration(float64(m.size-b) / p.Throughput * float64(time.Second))
+			p.ETA = seconds.Duration(float64(m.size-b) / p.Throughput)
 		}
 	}
 	return p

@@ -33,6 +33,7 @@ import (
 	"github.com/corral/corral/internal/privsep"
 	"github.com/corral/corral/internal/query"
 	"github.com/corral/corral/internal/rpc"
+	"github.com/corral/corral/internal/seconds"
 	"github.com/corral/corral/internal/store"
 	"github.com/corral/corral/internal/store/boltstore"
 	"github.com/corral/corral/internal/storecfg"
@@ -565,17 +566,17 @@ func callTimeout(args any) time.Duration {
 	const slack = 30 * time.Second
 	switch a := args.(type) {
 	case nodeapi.ShutdownArgs:
-		t := time.Duration(a.Timeout) * time.Second
+		t := seconds.Int(int64(a.Timeout))
 		if t <= 0 {
 			t = 2 * time.Minute
 		}
 		return t + slack
 	case nodeapi.RebootArgs:
-		return time.Duration(a.Timeout)*time.Second + 2*slack
+		return seconds.Int(int64(a.Timeout)) + 2*slack
 	case nodeapi.OSCreateArgs, nodeapi.OSRenameArgs:
 		return 30*time.Minute + slack
 	case nodeapi.DelayArgs:
-		return time.Duration(a.Duration*float64(time.Second)) + slack
+		return seconds.Duration(a.Duration) + slack
 	}
 	return rpc.DefaultTimeout
 }

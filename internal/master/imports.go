@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/corral/corral/internal/nodeapi"
+	"github.com/corral/corral/internal/seconds"
 )
 
 // DefaultPendingImportTimeout is how long the watcher lets an import wait
@@ -44,7 +45,7 @@ func (d *Daemon) sweepImports(ctx context.Context) {
 				continue
 			}
 			d.log.Warn("watcher: removed an import that received nothing", "node", n.Name, "import", st.Name,
-				"waited", time.Duration(st.Age*float64(time.Second)).Round(time.Second), "limit", limit)
+				"waited", seconds.Duration(st.Age).Round(time.Second), "limit", limit)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/opcodes"
 	"github.com/corral/corral/internal/pair"
+	"github.com/corral/corral/internal/seconds"
 	"github.com/corral/corral/internal/uidpool"
 )
 
@@ -159,11 +160,11 @@ func (h *luxiHandler) Call(ctx context.Context, method string, args []json.RawMe
 		if err != nil {
 			return nil, err
 		}
-		a := time.Duration(age * float64(time.Second))
+		a := seconds.Duration(age)
 		if age < 0 {
 			a = -1
 		}
-		n, rem, err := q.AutoArchive(ctx, a, time.Duration(tmo*float64(time.Second)))
+		n, rem, err := q.AutoArchive(ctx, a, seconds.Duration(tmo))
 		if err != nil {
 			return nil, err
 		}
@@ -266,7 +267,7 @@ func (h *luxiHandler) Call(ctx context.Context, method string, args []json.RawMe
 		if err != nil {
 			return nil, err
 		}
-		return d.createJoinToken(ctx, node, time.Duration(ttl*float64(time.Second)))
+		return d.createJoinToken(ctx, node, seconds.Duration(ttl))
 	case "BackupStore":
 		return d.backupStore(ctx)
 	case "DebugLocks":
@@ -338,7 +339,7 @@ func (h *luxiHandler) waitForJobChange(ctx context.Context, args []json.RawMessa
 		return nil, err
 	}
 	tmo = min(max(tmo, 0), 89)
-	info, logs, changed, err := h.d.queue.WaitForChange(ctx, id, fields, prev, prevSerial, time.Duration(tmo*float64(time.Second)))
+	info, logs, changed, err := h.d.queue.WaitForChange(ctx, id, fields, prev, prevSerial, seconds.Duration(tmo))
 	if err != nil {
 		return nil, err
 	}

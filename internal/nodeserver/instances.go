@@ -14,6 +14,7 @@ import (
 	"github.com/corral/corral/internal/netdev"
 	"github.com/corral/corral/internal/nodeapi"
 	"github.com/corral/corral/internal/osapi"
+	"github.com/corral/corral/internal/seconds"
 	"github.com/corral/corral/internal/secret"
 	"github.com/corral/corral/internal/storage"
 	"github.com/corral/corral/internal/uidpool"
@@ -117,7 +118,7 @@ func (s *Server) instanceShutdown(ctx context.Context, a nodeapi.ShutdownArgs) (
 	if err != nil {
 		return nil, err
 	}
-	timeout := time.Duration(a.Timeout) * time.Second
+	timeout := seconds.Int(int64(a.Timeout))
 	if timeout <= 0 {
 		timeout = 2 * time.Minute
 	}

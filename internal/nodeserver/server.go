@@ -27,6 +27,7 @@ import (
 	"github.com/corral/corral/internal/osapi"
 	"github.com/corral/corral/internal/pki"
 	"github.com/corral/corral/internal/rpc"
+	"github.com/corral/corral/internal/seconds"
 	"github.com/corral/corral/internal/storage"
 )
 
@@ -213,7 +214,7 @@ func (s *Server) routes() {
 	handle(s, nodeapi.EtcdMemberStart, s.etcdMemberStart)
 	handle(s, nodeapi.EtcdMemberStop, s.etcdMemberStop)
 	handle(s, nodeapi.TestDelay, func(ctx context.Context, a nodeapi.DelayArgs) (any, error) {
-		t := time.NewTimer(time.Duration(a.Duration * float64(time.Second)))
+		t := time.NewTimer(seconds.Duration(a.Duration))
 		defer t.Stop()
 		select {
 		case <-t.C:

@@ -9,19 +9,23 @@ func Defs() []Def {
 	return slices.Concat(coreDefs(), tagDefs(), groupDefs(), diskDefs(), osDefs(), backupDefs(), cryptoDefs())
 }
 
+// MaxTestDelay bounds OP_TEST_DELAY's duration (seconds) and its repeat
+// count: a week is far beyond any test, and far below time.Duration's range.
+const MaxTestDelay = 7 * 24 * 3600
+
 // coreDefs are the cluster, node and instance life-cycle opcodes.
 func coreDefs() []Def {
 	inst := Param{Name: "instance_name", Type: TNEString, Required: true, Doc: "instance name"}
 	node := Param{Name: "node_name", Type: TNEString, Required: true, Doc: "node name"}
 	force := Param{Name: "force", Type: TBool, Default: false, Doc: "force the operation"}
-	shutdownTimeout := Param{Name: "shutdown_timeout", Type: TInt, Default: float64(120), Doc: "seconds to wait for a clean shutdown"}
+	shutdownTimeout := Param{Name: "shutdown_timeout", Type: TNonNegInt, Default: float64(120), Doc: "seconds to wait for a clean shutdown"}
 	return []Def{
 		{ID: "OP_TEST_DELAY", KeyPrm: "duration", Doc: "sleep for a while (testing)", Params: []Param{
-			{Name: "duration", Type: TFloat, Required: true, Doc: "seconds to sleep"},
+			{Name: "duration", Type: TNonNegFloat, Required: true, Doc: "seconds to sleep", Max: MaxTestDelay, MaxDoc: "7 days"},
 			{Name: "on_master", Type: TBool, Default: true, Doc: "sleep on the master"},
 			{Name: "on_nodes", Type: TStringList, Default: []any{}, Doc: "node names to sleep on"},
 			{Name: "on_node_uuids", Type: TAny, Default: nil, Doc: "node uuids (internal)"},
-			{Name: "repeat", Type: TInt, Default: float64(0), Doc: "repeat the delay this many times, logging each"},
+			{Name: "repeat", Type: TNonNegInt, Default: float64(0), Max: MaxTestDelay, Doc: "repeat the delay this many times, logging each"},
 			{Name: "no_locks", Type: TBool, Default: true, Doc: "take no locks"},
 			{Name: "interruptible", Type: TBool, Default: false, Doc: "allow cancel while sleeping"},
 			// Corral only: no production step is unsafe to repeat, so this
@@ -116,10 +120,11 @@ func coreDefs() []Def {
 			{Name: "source_handshake", Type: TAny, Default: nil, Doc: "remote-import: the source's signed handshake"},
 			{Name: "source_x509_ca", Type: TMaybeString, Default: nil, Doc: "remote-import: the source's signed certificate"},
 			{Name: "source_instance_name", Type: TMaybeString, Default: nil, Doc: "remote-import: the instance's name on the source"},
-			{Name: "source_shutdown_timeout", Type: TInt, Default: float64(120)},
+			{Name: "source_shutdown_timeout", Type: TNonNegInt, Default: float64(120)},
 			{Name: "compress", Type: TString, Default: "none", Doc: "none | gzip | gzip-fast | gzip-slow | zstd"},
 			{Name: "identify_defaults", Type: TBool, Default: false},
 			{Name: "opportunistic_locking", Type: TBool, Default: false},
+			{Name: "ignore_ipolicy", Type: TBool, Default: false, Doc: "ignore the instance policy's bounds on memory, vcpus and spindle use"},
 			{Name: "instance_communication", Type: TBool, Default: false},
 			{Name: "helper_startup_timeout", Type: TAny, Default: nil},
 			{Name: "helper_shutdown_timeout", Type: TAny, Default: nil},
@@ -139,7 +144,7 @@ func coreDefs() []Def {
 		{ID: "OP_INSTANCE_SHUTDOWN", KeyPrm: "instance_name", Doc: "stop an instance", Params: []Param{
 			inst, force,
 			{Name: "ignore_offline_nodes", Type: TBool, Default: false},
-			{Name: "timeout", Type: TInt, Default: float64(120)},
+			{Name: "timeout", Type: TNonNegInt, Default: float64(120), Doc: "seconds to wait for a clean shutdown"},
 			{Name: "no_remember", Type: TBool, Default: false},
 			{Name: "admin_state_source", Type: TMaybeString, Default: nil},
 		}},
@@ -176,6 +181,7 @@ func coreDefs() []Def {
 			{Name: "runtime_mem", Type: TAny, Default: nil},
 			{Name: "hotplug", Type: TBool, Default: false},
 			{Name: "hotplug_if_possible", Type: TBool, Default: false},
+			{Name: "ignore_ipolicy", Type: TBool, Default: false, Doc: "ignore the instance policy's bounds on memory, vcpus and spindle use"},
 			{Name: "wait_for_sync", Type: TBool, Default: true},
 		}},
 		{ID: "OP_INSTANCE_QUERY_DATA", Doc: "detailed instance information", Params: []Param{

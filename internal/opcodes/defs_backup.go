@@ -37,7 +37,7 @@ func backupDefs() []Def {
 		{ID: "OP_BACKUP_EXPORT", KeyPrm: "instance_name", Doc: "export an instance to a node or to another cluster", Params: []Param{
 			inst,
 			{Name: "compress", Type: TString, Default: "none", Doc: "none | gzip | gzip-fast | gzip-slow | zstd"},
-			{Name: "shutdown_timeout", Type: TInt, Default: float64(120), Doc: "seconds to wait for a clean shutdown"},
+			{Name: "shutdown_timeout", Type: TNonNegInt, Default: float64(120), Doc: "seconds to wait for a clean shutdown"},
 			{Name: "target_node", Type: TAny, Default: nil, Doc: "local: the node that keeps the export; remote: the signed disk destinations"},
 			{Name: "shutdown", Type: TBool, Default: true, Doc: "shut the instance down during the export"},
 			{Name: "remove_instance", Type: TBool, Default: false, Doc: "remove the instance once exported"},

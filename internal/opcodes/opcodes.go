@@ -30,12 +30,19 @@ const (
 	TStringList
 	TMaybeString // string or null
 	TMaybeInt
+	TNonNegInt   // Ganeti's TNonNegativeInt
+	TNonNegFloat // Ganeti's TNonNegative(TNumber)
 )
 
 func (t Type) String() string {
 	return [...]string{"string", "non-empty string", "int", "number", "bool", "list", "dict", "any",
-		"list of strings", "string or null", "int or null"}[t]
+		"list of strings", "string or null", "int or null", "non-negative int", "non-negative number"}[t]
 }
+
+// MaxExactInt is the largest integer a JSON number (a float64) carries
+// exactly, with no neighbour rounding to it; int parameters beyond it are
+// refused rather than rounded.
+const MaxExactInt = 1<<53 - 1
 
 // Param is one opcode parameter.
 type Param struct {
@@ -46,6 +53,10 @@ type Param struct {
 	Doc      string
 	// Sensitive says who may see the value in a job (redact.go).
 	Sensitive Sensitivity
+	// Max bounds a numeric parameter from above when non-zero; MaxDoc
+	// says what the bound means ("7 days").
+	Max    float64
+	MaxDoc string
 }
 
 // Def is one opcode.
@@ -210,14 +221,9 @@ func check(p *Param, v any) (any, error) {
 		if strings.TrimSpace(s) == "" {
 			return nil, fmt.Errorf("must not be empty")
 		}
-	case TInt, TMaybeInt:
-		f, ok := v.(float64)
-		if !ok || f != math.Trunc(f) {
-			return nil, bad()
-		}
-	case TFloat:
-		if _, ok := v.(float64); !ok {
-			return nil, bad()
+	case TInt, TMaybeInt, TNonNegInt, TFloat, TNonNegFloat:
+		if err := checkNumber(p, v); err != nil {
+			return nil, err
 		}
 	case TBool:
 		if _, ok := v.(bool); !ok {
@@ -243,6 +249,38 @@ func check(p *Param, v any) (any, error) {
 		}
 	}
 	return v, nil
+}
+
+// checkNumber checks a numeric parameter: a finite number (JSON cannot
+// carry NaN or infinities, but 1e999 decodes to +Inf), integral and exactly
+// representable for int types, non-negative and within Max where the
+// parameter says so.
+func checkNumber(p *Param, v any) error {
+	f, ok := v.(float64)
+	if !ok {
+		return fmt.Errorf("expected %s, got %s", p.Type, jsonType(v))
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Errorf("expected a finite %s, got %v", p.Type, f)
+	}
+	integral := p.Type == TInt || p.Type == TMaybeInt || p.Type == TNonNegInt
+	if integral && f != math.Trunc(f) {
+		return fmt.Errorf("expected %s, got number %v", p.Type, f)
+	}
+	if integral && math.Abs(f) > MaxExactInt {
+		return fmt.Errorf("%s %v is out of range (at most %d in magnitude)", p.Type, f, int64(MaxExactInt))
+	}
+	if (p.Type == TNonNegInt || p.Type == TNonNegFloat) && f < 0 {
+		return fmt.Errorf("expected %s, got %v", p.Type, f)
+	}
+	if p.Max != 0 && f > p.Max {
+		bound := ParamText(p.Max)
+		if p.MaxDoc != "" {
+			bound += " (" + p.MaxDoc + ")"
+		}
+		return fmt.Errorf("%v is above the maximum %s", f, bound)
+	}
+	return nil
 }
 
 func jsonType(v any) string {

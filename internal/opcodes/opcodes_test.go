@@ -18,7 +18,7 @@ func TestDecode(t *testing.T) {
 		{`{"OP_ID":"OP_TEST_DELAY","duration":0}`, "", ""},
 		{`{"OP_ID":"OP_TEST_DELAY","duration":1.5,"priority":-10,"comment":"x"}`, "", ""},
 		{`{"OP_ID":"OP_TEST_DELAY"}`, `required parameter "duration"`, ecode.Inval},
-		{`{"OP_ID":"OP_TEST_DELAY","duration":"x"}`, "expected number, got string", ecode.Inval},
+		{`{"OP_ID":"OP_TEST_DELAY","duration":"x"}`, "expected non-negative number, got string", ecode.Inval},
 		{`{"OP_ID":"OP_TEST_DELAY","duration":1,"bogus":1}`, `unknown parameter "bogus"`, ecode.Inval},
 		{`{"OP_ID":"OP_NOPE"}`, `unknown opcode "OP_NOPE"`, ecode.Inval},
 		{`{"duration":1}`, "no OP_ID", ecode.Inval},
