@@ -454,24 +454,33 @@ func TestForwardable(t *testing.T) {
 	}
 }
 
-// The forwarder never relays to itself, even when the record names it
-// (its own key from before a restart): the request gets the standby error.
-func TestForwardNeverToSelf(t *testing.T) {
+// forwardRigAt serves a standby's socket through a forwarder f whose TLS is
+// set from a fake master's state; leader gets that master's address. The
+// socket's own handler must never answer.
+func forwardRigAt(t *testing.T, f *forwarder, leader func(addr string) func(context.Context) (election.Leader, error)) (sock string, h *echo) {
+	t.Helper()
 	dir := masterState(t, newCA(t, "c1"))
-	h := newEcho()
+	h = newEcho()
 	addr, _ := fakeMaster(t, dir, h)
 	_, cfg, err := forwardTLS(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &forwarder{self: "node2", tls: cfg, log: quiet, grace: forwardGrace, leader: func(context.Context) (election.Leader, error) {
-		return election.Leader{Name: "node2", Address: addr}, nil
-	}}
-	sock := shortSocket(t)
+	f.self, f.tls, f.log, f.grace, f.leader = "node2", cfg, quiet, forwardGrace, leader(addr)
+	sock = shortSocket(t)
 	serveLuxi(t, luxi.NewServer(luxi.HandlerFunc(func(context.Context, string, []json.RawMessage) (any, error) {
 		return nil, errors.New("not the standby's handler")
 	}), luxi.ServerOptions{Path: sock, Divert: f.divert}))
-	err = dialSock(t, sock).Call(callCtx(t), "QueryJobs", []any{}, nil)
+	return sock, h
+}
+
+// The forwarder never relays to itself, even when the record names it
+// (its own key from before a restart): the request gets the standby error.
+func TestForwardNeverToSelf(t *testing.T) {
+	sock, h := forwardRigAt(t, &forwarder{}, func(addr string) func(context.Context) (election.Leader, error) {
+		return func(context.Context) (election.Leader, error) { return election.Leader{Name: "node2", Address: addr}, nil }
+	})
+	err := dialSock(t, sock).Call(callCtx(t), "QueryJobs", []any{}, nil)
 	if err == nil || !strings.Contains(err.Error(), "this corrald is a standby") {
 		t.Fatalf("call: %v", err)
 	}
@@ -484,28 +493,18 @@ func TestForwardNeverToSelf(t *testing.T) {
 // standby's for good: the first request after a master appears is relayed,
 // on the same connection, and so is everything after it.
 func TestForwardDecidesPerRequest(t *testing.T) {
-	dir := masterState(t, newCA(t, "c1"))
-	h := newEcho()
-	addr, _ := fakeMaster(t, dir, h)
-	_, cfg, err := forwardTLS(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var elected atomic.Bool
-	f := &forwarder{self: "node2", tls: cfg, log: quiet, grace: forwardGrace,
-		leader: func(context.Context) (election.Leader, error) {
+	f := &forwarder{standby: func(context.Context) error {
+		return ecode.Errorf(ecode.State, "this corrald is a standby; no master is elected at the moment, retry shortly")
+	}}
+	sock, h := forwardRigAt(t, f, func(addr string) func(context.Context) (election.Leader, error) {
+		return func(context.Context) (election.Leader, error) {
 			if !elected.Load() {
 				return election.Leader{}, election.ErrNoLeader
 			}
 			return election.Leader{Name: "node1", Address: addr}, nil
-		},
-		standby: func(context.Context) error {
-			return ecode.Errorf(ecode.State, "this corrald is a standby; no master is elected at the moment, retry shortly")
-		}}
-	sock := shortSocket(t)
-	serveLuxi(t, luxi.NewServer(luxi.HandlerFunc(func(context.Context, string, []json.RawMessage) (any, error) {
-		return nil, errors.New("not the standby's handler")
-	}), luxi.ServerOptions{Path: sock, Divert: f.divert}))
+		}
+	})
 	c := dialSock(t, sock)
 	ctx := callCtx(t)
 	for range 3 {
