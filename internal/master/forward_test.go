@@ -478,7 +478,9 @@ func forwardRigAt(t *testing.T, f *forwarder, leader func(addr string) func(cont
 // (its own key from before a restart): the request gets the standby error.
 func TestForwardNeverToSelf(t *testing.T) {
 	sock, h := forwardRigAt(t, &forwarder{}, func(addr string) func(context.Context) (election.Leader, error) {
-		return func(context.Context) (election.Leader, error) { return election.Leader{Name: "node2", Address: addr}, nil }
+		return func(context.Context) (election.Leader, error) {
+			return election.Leader{Name: "node2", Address: addr}, nil
+		}
 	})
 	err := dialSock(t, sock).Call(callCtx(t), "QueryJobs", []any{}, nil)
 	if err == nil || !strings.Contains(err.Error(), "this corrald is a standby") {
