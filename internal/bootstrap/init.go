@@ -80,6 +80,11 @@ func Init(ctx context.Context, o InitOptions) error {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
+		if o.SetOwners {
+			if err := CheckTraversable(d); err != nil {
+				return err
+			}
+		}
 	}
 	for _, d := range []struct {
 		path string
