@@ -252,26 +252,33 @@ func (q *Queue) runOp(j *job, idx int, resumed bool) outcome {
 		return outAbandon
 	}
 	cur := j.snapshot().rec.Ops[idx]
-	var fn func(*jobRecord) error
 	switch {
 	case cur.Status.Finalized():
+		// Recorded by the runner with its revert (OpHandle.CommitFailure).
 		return outContinue
-	case cur.Status == StatusCanceling &&
-		(!cur.Kill || errors.Is(err, ErrCanceled) || errors.Is(err, context.Canceled)):
-		fn = cancelRemaining(q.now(), idx)
 	case errors.Is(err, ErrSuspended) && cur.Status == StatusWaiting && cur.Suspend != nil:
 		return outParked
-	case errors.Is(err, ErrCanceled):
-		fn = cancelRemaining(q.now(), idx)
-	default:
-		q.log.Info("job op failed", "job", j.id, "op", idx, "opid", j.opIDs[idx], "err", err)
-		fn = failFrom(q.now(), idx, encodeError(err))
 	}
-	if uerr := q.update(bg, j, fn); uerr != nil {
+	if uerr := q.update(bg, j, q.failureOutcome(j, cur, idx, err)); uerr != nil {
 		q.log.Error("cannot record op outcome", "job", j.id, "op", idx, "err", uerr)
 		return outStalled
 	}
 	return outContinue
+}
+
+// failureOutcome is how the queue records op idx ending with err: canceled
+// when a cancel is pending (unless a kill-cancel met another error) or the
+// runner says so, failed otherwise.
+func (q *Queue) failureOutcome(j *job, cur opRecord, idx int, err error) func(*jobRecord) error {
+	switch {
+	case cur.Status == StatusCanceling &&
+		(!cur.Kill || errors.Is(err, ErrCanceled) || errors.Is(err, context.Canceled)):
+		return cancelRemaining(q.now(), idx)
+	case errors.Is(err, ErrCanceled):
+		return cancelRemaining(q.now(), idx)
+	}
+	q.log.Info("job op failed", "job", j.id, "op", idx, "opid", j.opIDs[idx], "err", err)
+	return failFrom(q.now(), idx, encodeError(err))
 }
 
 // callRunOp turns a runner panic into an op error instead of a crash of the
