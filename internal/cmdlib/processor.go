@@ -125,8 +125,9 @@ type DomainSecrets interface {
 	// StagedDomainSecret is the secret an operator staged on the master
 	// for OP_CLUSTER_RENEW_CRYPTO to install.
 	StagedDomainSecret() (secret.Secret, error)
-	// SetDomainSecret replaces the secret and drops the staged one.
-	SetDomainSecret(secret.Secret) error
+	// SetDomainSecret replaces the secret, for every master candidate,
+	// and drops the staged one.
+	SetDomainSecret(context.Context, secret.Secret) error
 }
 
 // NewProcessor wires a processor.
