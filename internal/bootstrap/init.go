@@ -77,8 +77,20 @@ func Init(ctx context.Context, o InitOptions) error {
 	// create them if missing but leave an existing one's mode alone. The
 	// directories below them are ours and get exactly their modes.
 	for _, d := range []string{l.StateDir, l.RunDir} {
+		_, statErr := os.Stat(d)
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
+		}
+		if os.IsNotExist(statErr) {
+			// Ours: 0755 whatever the umask made of it.
+			if err := os.Chmod(d, 0o755); err != nil {
+				return err
+			}
+		}
+		if o.SetOwners {
+			if err := CheckTraversable(d); err != nil {
+				return err
+			}
 		}
 	}
 	for _, d := range []struct {

@@ -1,6 +1,7 @@
 package cmdlib
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -36,7 +37,7 @@ func (m *memSecrets) StagedDomainSecret() (secret.Secret, error) {
 
 var errNothingStaged = ecode.Errorf(ecode.Environ, "nothing staged")
 
-func (m *memSecrets) SetDomainSecret(s secret.Secret) error {
+func (m *memSecrets) SetDomainSecret(_ context.Context, s secret.Secret) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.cds, m.staged = s, ""

@@ -31,6 +31,9 @@ type nodeDouble struct {
 	block   map[string]chan struct{}
 	entered chan string
 	running map[string]bool
+	fail    map[string]error // method -> the error it answers
+	// called, if set, runs after each call is recorded.
+	called func(method string)
 }
 
 func newNodeDouble() *nodeDouble {
@@ -41,7 +44,15 @@ func (n *nodeDouble) Call(ctx context.Context, node *config.Node, method, opID s
 	n.mu.Lock()
 	n.calls = append(n.calls, node.Name+" "+method+" "+opID)
 	ch := n.block[method]
+	ferr := n.fail[method]
+	called := n.called
 	n.mu.Unlock()
+	if called != nil {
+		called(method)
+	}
+	if ferr != nil {
+		return ferr
+	}
 	if ch != nil {
 		n.entered <- method
 		select {
@@ -111,11 +122,18 @@ type env struct {
 
 func openEnv(t *testing.T, path string, node *nodeDouble, fresh bool) *env {
 	t.Helper()
-	ctx := context.Background()
 	st, err := boltstore.Open(path, boltstore.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return openEnvOn(t, st, path, node, fresh)
+}
+
+// openEnvOn is openEnv on an open store (a wrapper, for fault injection).
+func openEnvOn(t *testing.T, st store.Store, path string, node *nodeDouble, fresh bool) *env {
+	t.Helper()
+	ctx := context.Background()
+	var err error
 	var cfg *confdb.DB
 	if fresh {
 		c := &config.Cluster{Meta: config.Meta{Name: "c1"}, ClusterName: "c1", RPCPort: 1811,

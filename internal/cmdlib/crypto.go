@@ -99,7 +99,7 @@ func (lu *renewCryptoLU) domainSecretStep() Step {
 				return ecode.Errorf(ecode.Environ, "%v", err)
 			}
 		}
-		if err := s.p.Secrets.SetDomainSecret(v); err != nil {
+		if err := s.p.Secrets.SetDomainSecret(ctx, v); err != nil {
 			return ecode.ExecErrorf("Could not write the cluster domain secret: %v", err)
 		}
 		if lu.StagedDomainSecret {

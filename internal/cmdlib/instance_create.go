@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/corral/corral/internal/confdb"
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/locking"
@@ -261,7 +262,11 @@ func (lu *instanceCreateLU) Revert(ctx context.Context, s *StepCtx, failed error
 			args := nodeapi.DiskArgs{InstanceUUID: lu.Inst.UUID, Template: lu.Inst.DiskTemplate,
 				Disk: nodeapi.DiskSpec{UUID: d.UUID, Index: i, SizeMiB: d.SizeMiB, Mode: d.Mode}}
 			if err := s.RPC(ctx, node, nodeapi.DiskRemove, args, nil); err != nil {
-				s.Logf(ctx, "Could not remove disk %d: %v", i, err)
+				// Recorded with the instance's removal: the watcher
+				// removes the disk once the node answers again.
+				s.Logf(ctx, "Could not remove disk %d (%v); it will be removed when node %s answers", i, err, node.Name)
+				s.Tx().AddDiskRemoval(confdb.DiskRemoval{NodeUUID: node.UUID, InstanceUUID: lu.Inst.UUID, InstanceName: lu.Inst.Name,
+					Template: lu.Inst.DiskTemplate, DiskUUID: d.UUID, Index: i, SizeMiB: d.SizeMiB, Mode: d.Mode})
 			}
 		}
 	}

@@ -125,8 +125,9 @@ type DomainSecrets interface {
 	// StagedDomainSecret is the secret an operator staged on the master
 	// for OP_CLUSTER_RENEW_CRYPTO to install.
 	StagedDomainSecret() (secret.Secret, error)
-	// SetDomainSecret replaces the secret and drops the staged one.
-	SetDomainSecret(secret.Secret) error
+	// SetDomainSecret replaces the secret, for every master candidate,
+	// and drops the staged one.
+	SetDomainSecret(context.Context, secret.Secret) error
 }
 
 // NewProcessor wires a processor.
@@ -323,19 +324,28 @@ func (p *Processor) beginUnsafe(ctx context.Context, h *jobqueue.OpHandle, u Uns
 	return nil
 }
 
-// revert lets a unit undo a partly done change and commits the
-// configuration side of the undo.
+// revert lets a unit undo a partly done change. The configuration side
+// of the undo commits in one transaction with the op's outcome (cause,
+// which the caller returns): committed apart, a crash between the two
+// would leave the undo done and the op running, to resume at the failed
+// step of a change that no longer exists.
 func (p *Processor) revert(ctx context.Context, lu LU, h *jobqueue.OpHandle, op *opcodes.Op, step int, cause error) {
 	r, ok := lu.(Reverter)
 	if !ok {
 		return
 	}
+	bg := context.WithoutCancel(ctx)
 	rs := &StepCtx{p: p, h: h, step: step, op: op, revert: true}
-	r.Revert(context.WithoutCancel(ctx), rs, cause)
-	if rs.tx != nil && !rs.tx.Empty() {
-		if err := p.Cfg.Commit(context.WithoutCancel(ctx), rs.tx); err != nil {
-			p.Log.Error("revert could not update the configuration", "job", h.JobID(), "err", err)
-		}
+	r.Revert(bg, rs, cause)
+	if rs.tx == nil || rs.tx.Empty() {
+		return
+	}
+	tx := rs.tx
+	err := h.CommitFailure(bg, cause, tx.Cmps(), tx.Ops(), func(rev int64) { p.Cfg.Apply(tx, rev) })
+	if err != nil {
+		// The queue still records the op's outcome; the undone node side
+		// stays undone and cluster verify reports what is left.
+		p.Log.Error("revert could not update the configuration", "job", h.JobID(), "err", err)
 	}
 }
 

@@ -240,7 +240,16 @@ func Up(ctx context.Context, o Options) (*State, error) {
 		if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
 			return nil, err
 		}
+		// Ours: its mode is ours to set, whatever the umask made of it.
+		if err := os.Chmod(o.StateDir, 0o755); err != nil {
+			return nil, err
+		}
 		created = true
+	}
+	// Before anything starts: a daemon that cannot reach its directory
+	// would only show as a timeout.
+	if err := bootstrap.CheckTraversable(o.StateDir); err != nil {
+		return nil, err
 	}
 	for _, b := range []string{"corrald", "corral-node", "corral-rapi"} {
 		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {

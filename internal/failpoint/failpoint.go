@@ -51,6 +51,9 @@ const (
 	// NodeInstanceStopped: the hypervisor stopped an instance; the RPC
 	// answer is neither recorded nor sent.
 	NodeInstanceStopped = "node-instance-stopped"
+	// NodeDiskCreated: a disk was created; the RPC answer is neither
+	// recorded nor sent.
+	NodeDiskCreated = "node-disk-created"
 )
 
 // MasterPoints lists the points corrald accepts.
@@ -58,7 +61,7 @@ func MasterPoints() []string { return []string{StepCommitted, RPCReturned, StepB
 
 // NodePoints lists the points corral-node accepts.
 func NodePoints() []string {
-	return []string{NodeInstanceStart, NodeInstanceStarted, NodeInstanceStopped}
+	return []string{NodeInstanceStart, NodeInstanceStarted, NodeInstanceStopped, NodeDiskCreated}
 }
 
 // maxCount bounds a count so that a typo with many digits is reported

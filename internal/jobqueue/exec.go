@@ -255,18 +255,27 @@ func (q *Queue) runOp(j *job, idx int, resumed bool) outcome {
 	cur := j.snapshot().rec.Ops[idx]
 	switch {
 	case cur.Status.Finalized():
+		// Recorded by the runner with its revert (OpHandle.CommitFailure).
 		return outContinue
-	case cur.Status == StatusCanceling &&
-		(!cur.Kill || errors.Is(err, ErrCanceled) || errors.Is(err, context.Canceled)):
-		return q.recordOutcome(j, idx, "canceled", cancelRemaining(q.now(), idx))
 	case errors.Is(err, ErrSuspended) && cur.Status == StatusWaiting && cur.Suspend != nil:
 		return outParked
-	case errors.Is(err, ErrCanceled):
-		return q.recordOutcome(j, idx, "canceled", cancelRemaining(q.now(), idx))
-	default:
-		q.log.Info("job op failed", "job", j.id, "op", idx, "opid", j.opIDs[idx], "err", err)
-		return q.recordOutcome(j, idx, "error", failFrom(q.now(), idx, encodeError(err)))
 	}
+	return q.recordOutcome(j, idx, "failure", q.failureOutcome(j, cur, idx, err))
+}
+
+// failureOutcome is how the queue records op idx ending with err: canceled
+// when a cancel is pending (unless a kill-cancel met another error) or the
+// runner says so, failed otherwise.
+func (q *Queue) failureOutcome(j *job, cur opRecord, idx int, err error) func(*jobRecord) error {
+	switch {
+	case cur.Status == StatusCanceling &&
+		(!cur.Kill || errors.Is(err, ErrCanceled) || errors.Is(err, context.Canceled)):
+		return cancelRemaining(q.now(), idx)
+	case errors.Is(err, ErrCanceled):
+		return cancelRemaining(q.now(), idx)
+	}
+	q.log.Info("job op failed", "job", j.id, "op", idx, "opid", j.opIDs[idx], "err", err)
+	return failFrom(q.now(), idx, encodeError(err))
 }
 
 // callRunOp turns a runner panic into an op error instead of a crash of the

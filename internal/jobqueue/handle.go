@@ -302,6 +302,47 @@ func (h *OpHandle) CommitStep(ctx context.Context, c StepCommit) (StepResult, er
 	return StepResult{Revision: res.Revision, ChildIDs: ids}, nil
 }
 
+// CommitFailure ends the op as the queue would record cause (failed, or
+// canceled when a cancel is pending) in one store transaction with the
+// caller's compares and writes: a unit's revert commits its configuration
+// changes with the op's outcome, so a crash leaves either both or neither,
+// and a restarted master neither loses the revert nor resumes an op whose
+// changes were already undone. cmps failing gives ErrConflict and writes
+// nothing. committed, if set, runs after the transaction and before the
+// outcome is published. The runner then returns cause, which the queue
+// finds already recorded.
+func (h *OpHandle) CommitFailure(ctx context.Context, cause error, cmps []store.Cmp, ops []store.Op, committed func(revision int64)) error {
+	q, j := h.q, h.j
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
+	cur := j.snapshot().rec
+	if st := cur.Ops[h.idx].Status; st.Finalized() {
+		return fmt.Errorf("jobqueue: op %d of job %d is already %s", h.idx, j.id, st)
+	}
+	next := cur.clone()
+	if err := q.failureOutcome(j, cur.Ops[h.idx], h.idx, cause)(next); err != nil {
+		return err
+	}
+	q.scrubEnded(cur, next)
+	data, err := next.encode()
+	if err != nil {
+		return fmt.Errorf("jobqueue: encoding job %d: %w", j.id, err)
+	}
+	all := append(slices.Clip(ops), store.Put(q.jobKey(j.id), data))
+	res, err := q.st.Txn(ctx, cmps, all, nil)
+	if err != nil {
+		return fmt.Errorf("jobqueue: recording the failure of op %d of job %d: %w", h.idx, j.id, err)
+	}
+	if !res.Succeeded {
+		return ErrConflict
+	}
+	if committed != nil {
+		committed(res.Revision)
+	}
+	q.publish(j, next)
+	return nil
+}
+
 // Suspend parks the op until the deadline (if not zero) or until
 // Notify(event) (if event is not empty), whichever comes first. It persists
 // the op as waiting with no locks and returns ErrSuspended, which RunOp

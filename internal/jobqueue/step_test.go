@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -328,5 +329,53 @@ func TestWaitingOpRequeuedAfterRestart(t *testing.T) {
 	e.waitStatus(id, StatusSuccess)
 	if n := runs.Load(); n != 2 {
 		t.Errorf("op ran %d times, want 2 (once before the restart, once after)", n)
+	}
+}
+
+// CommitFailure records the op's failure and the runner's writes in one
+// transaction; a failing compare writes neither and leaves the outcome to
+// the queue.
+func TestCommitFailure(t *testing.T) {
+	e := newEnv(t, nil)
+	type outcome struct{ conflictErr, okErr error }
+	out := make(chan outcome, 1)
+	e.runner.on("OP_REVERT", func(ctx context.Context, h *OpHandle) (any, error) {
+		if err := h.SetRunning(ctx); err != nil {
+			return nil, err
+		}
+		cause := errors.New("step failed")
+		var o outcome
+		o.conflictErr = h.CommitFailure(ctx, cause, []store.Cmp{store.ModRevisionIs("/cfg/x", 999999)},
+			[]store.Op{store.Put("/cfg/y", []byte("y"))}, nil)
+		var applied int64
+		o.okErr = h.CommitFailure(ctx, cause, []store.Cmp{store.Missing("/cfg/x")},
+			[]store.Op{store.Put("/cfg/x", []byte("x"))}, func(rev int64) { applied = rev })
+		if o.okErr == nil && applied == 0 {
+			o.okErr = errors.New("committed callback did not run")
+		}
+		out <- o
+		return nil, cause
+	})
+	id := e.submit(`{"OP_ID":"OP_REVERT"}`, `{"OP_ID":"OP_NOOP"}`)
+	e.waitStatus(id, StatusError)
+	o := recv(t, out, "op did not report")
+	if !errors.Is(o.conflictErr, ErrConflict) || o.okErr != nil {
+		t.Fatalf("conflict: %v; good commit: %v", o.conflictErr, o.okErr)
+	}
+	ctx := ctxT(t)
+	if kv, _ := e.st.Get(ctx, "/cfg/y"); kv != nil {
+		t.Error("write of the conflicting commit landed")
+	}
+	kv, _ := e.st.Get(ctx, "/cfg/x")
+	rec := storedRecord(t, e.st, e.q.jobKey(id))
+	if kv == nil || rec.Ops[0].Status != StatusError || rec.Ops[1].Status != StatusError {
+		t.Fatalf("write %+v, ops %s/%s", kv, rec.Ops[0].Status, rec.Ops[1].Status)
+	}
+	jobKV, _ := e.st.Get(ctx, e.q.jobKey(id))
+	if jobKV.ModRevision != kv.ModRevision {
+		t.Errorf("failure recorded at revision %d, the runner's write at %d: not one transaction", jobKV.ModRevision, kv.ModRevision)
+	}
+	if !strings.Contains(string(rec.Ops[0].Result), "step failed") {
+		t.Errorf("result %s", rec.Ops[0].Result)
 	}
 }

@@ -256,7 +256,9 @@ func openOn(ctx context.Context, opts Options, st store.Store, term *election.Te
 	d.rpc = &nodeRPC{client: client, cfg: d.cfg, term: term, metrics: d.metrics}
 	d.proc = cmdlib.NewProcessor(d.cfg, d.locks, d.rpc, opcodes.Default(), opts.Logger)
 	d.proc.Failpoints = opts.Failpoints
-	d.proc.Secrets = fileSecrets{dir: opts.StateDir}
+	secrets := domainSecrets{dir: opts.StateDir, st: st, ca: d.ca}
+	secrets.sync(ctx, d.log)
+	d.proc.Secrets = secrets
 	d.proc.Certs = &masterCerts{ca: d.ca, client: client, certPath: d.file(FileMasterCert), keyPath: d.file(FileMasterKey)}
 	tab := d.proc.Ops
 	var runner jobqueue.OpRunner = d.proc

@@ -69,6 +69,7 @@ func (w *watcher) once(ctx context.Context) {
 	}
 	d.pruneTokens(ctx)
 	d.sweepImports(ctx)
+	d.removeLeftDisks(ctx)
 	live := d.gatherInstances(ctx, d.cfg.Nodes())
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -176,6 +176,7 @@ func (s *Server) diskCreate(ctx context.Context, a nodeapi.DiskArgs) (any, error
 	if err != nil {
 		return nil, err
 	}
+	s.opts.Failpoints.Hit(failpoint.NodeDiskCreated)
 	return nodeapi.DiskReply{Path: p}, nil
 }
 

@@ -1,0 +1,51 @@
+package master
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/corral/corral/internal/confdb"
+	"github.com/corral/corral/internal/nodeapi"
+)
+
+// removeLeftDisks removes the disks a failed change recorded because
+// their node did not answer (confdb.DiskRemoval), now that it may. A
+// removal is dropped once the node removed the disk (or had none), or
+// when its node left the cluster; an offline or still unreachable node
+// keeps it for the next round. Their instances are gone from the
+// configuration and their uuids are never reused, so no lock is needed.
+func (d *Daemon) removeLeftDisks(ctx context.Context) {
+	pending, err := d.cfg.DiskRemovals(ctx)
+	if err != nil {
+		d.log.Warn("watcher: cannot read the pending disk removals", "err", err)
+		return
+	}
+	for _, r := range pending {
+		if err := d.removeLeftDisk(ctx, r); err != nil {
+			d.log.Warn("watcher: a disk left by a failed change is still on its node", "instance", r.InstanceName,
+				"instance_uuid", r.InstanceUUID, "disk", r.Index, "err", err)
+		}
+	}
+}
+
+func (d *Daemon) removeLeftDisk(ctx context.Context, r confdb.DiskRemoval) error {
+	node, known := d.cfg.Node(r.NodeUUID)
+	if known && node.Offline {
+		return fmt.Errorf("node %s is offline", node.Name)
+	}
+	if known {
+		args := nodeapi.DiskArgs{InstanceUUID: r.InstanceUUID, Template: r.Template,
+			Disk: nodeapi.DiskSpec{UUID: r.DiskUUID, Index: r.Index, SizeMiB: r.SizeMiB, Mode: r.Mode}}
+		if err := d.rpc.Call(ctx, node, nodeapi.DiskRemove, "", args, nil); err != nil {
+			return fmt.Errorf("removing it from node %s: %w", node.Name, err)
+		}
+		d.log.Info("watcher: removed a disk left by a failed change", "node", node.Name, "instance", r.InstanceName,
+			"instance_uuid", r.InstanceUUID, "disk", r.Index)
+	}
+	tx := d.cfg.Begin()
+	tx.DropDiskRemoval(r)
+	if err := d.cfg.Commit(ctx, tx); err != nil {
+		return fmt.Errorf("forgetting its removal: %w", err)
+	}
+	return nil
+}
