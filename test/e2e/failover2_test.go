@@ -260,6 +260,9 @@ func TestPartitionedOldMaster(t *testing.T) {
 	c.setEndpoints(eps[1:])
 	c.restartCandidate(other.Proc, eps[1:], eps[:1])
 	c.wantStandby(other, old.Name)
+	// A candidate reads store.json again each time it stands by: the old
+	// master, once its term ends, must still see its own member only.
+	c.setEndpoints(eps[:1])
 	oldToken := electedToken(t, c.logSince(old.Proc, 0), 1)
 
 	// A job that runs through the cut, with node RPCs, and short ones
