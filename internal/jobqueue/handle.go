@@ -269,11 +269,10 @@ func (h *OpHandle) CommitStep(ctx context.Context, c StepCommit) (StepResult, er
 		if err := q.succeed(h.idx, c.Result)(next); err != nil {
 			return StepResult{}, err
 		}
-		q.scrubEnded(cur, next)
 	}
-	data, err := next.encode()
+	data, err := q.encodeNext(j, cur, next)
 	if err != nil {
-		return StepResult{}, fmt.Errorf("jobqueue: encoding job %d: %w", j.id, err)
+		return StepResult{}, err
 	}
 	ops := make([]store.Op, 0, len(c.Ops)+1+len(children))
 	ops = append(ops, c.Ops...)
@@ -323,10 +322,9 @@ func (h *OpHandle) CommitFailure(ctx context.Context, cause error, cmps []store.
 	if err := q.failureOutcome(j, cur.Ops[h.idx], h.idx, cause)(next); err != nil {
 		return err
 	}
-	q.scrubEnded(cur, next)
-	data, err := next.encode()
+	data, err := q.encodeNext(j, cur, next)
 	if err != nil {
-		return fmt.Errorf("jobqueue: encoding job %d: %w", j.id, err)
+		return err
 	}
 	all := append(slices.Clip(ops), store.Put(q.jobKey(j.id), data))
 	res, err := q.st.Txn(ctx, cmps, all, nil)

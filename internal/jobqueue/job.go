@@ -98,10 +98,9 @@ func (q *Queue) updateLocked(ctx context.Context, j *job, fn func(r *jobRecord) 
 		}
 		return err
 	}
-	q.scrubEnded(cur, next)
-	data, err := next.encode()
+	data, err := q.encodeNext(j, cur, next)
 	if err != nil {
-		return fmt.Errorf("jobqueue: encoding job %d: %w", j.id, err)
+		return err
 	}
 	// The key must still exist: a job is never rewritten after archiving.
 	res, err := q.st.Txn(ctx, []store.Cmp{store.Exists(q.jobKey(j.id))},
@@ -114,6 +113,18 @@ func (q *Queue) updateLocked(ctx context.Context, j *job, fn func(r *jobRecord) 
 	}
 	q.publish(j, next)
 	return nil
+}
+
+// encodeNext encodes next, the record that replaces cur, as every write of
+// a running job's record does: the ops next finishes and cur did not lose
+// their secret parameters in that same write (scrubEnded).
+func (q *Queue) encodeNext(j *job, cur, next *jobRecord) ([]byte, error) {
+	q.scrubEnded(cur, next)
+	data, err := next.encode()
+	if err != nil {
+		return nil, fmt.Errorf("jobqueue: encoding job %d: %w", j.id, err)
+	}
+	return data, nil
 }
 
 // scrubEnded drops the secret parameters of every op that next finishes
