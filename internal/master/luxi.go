@@ -678,14 +678,5 @@ func (d *Daemon) backupStore(ctx context.Context) (string, error) {
 // A running op's record keeps its secrets, since the op needs them when it
 // runs or resumes; the record of an op that ended has lost them already.
 func redactJobRows(tab *opcodes.Table, fields []string, rows [][]any) {
-	for fi, f := range fields {
-		if f != "ops" {
-			continue
-		}
-		for _, r := range rows {
-			if r != nil && fi < len(r) {
-				r[fi] = tab.RedactOps(r[fi], opcodes.Secret)
-			}
-		}
-	}
+	tab.RedactJobRows(fields, rows, opcodes.Secret)
 }

@@ -99,6 +99,21 @@ func redactValue(v json.RawMessage) json.RawMessage {
 	return out
 }
 
+// RedactJobRows applies RedactOps to the "ops" field of job query rows (in
+// the order of fields), in place.
+func (t *Table) RedactJobRows(fields []string, rows [][]any, from Sensitivity) {
+	for fi, f := range fields {
+		if f != "ops" {
+			continue
+		}
+		for _, r := range rows {
+			if r != nil && fi < len(r) {
+				r[fi] = t.RedactOps(r[fi], from)
+			}
+		}
+	}
+}
+
 // RedactOps applies Redact to each op of a job's "ops" field as a query
 // answers it: a list whose items are raw opcodes or decoded JSON objects.
 // It returns a new list of raw opcodes. What it cannot read is replaced by

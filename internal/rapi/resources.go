@@ -313,16 +313,7 @@ func (h *Handler) redactJobs(rq *request, fields []string, rows [][]any) {
 	if rq.canWrite {
 		from = opcodes.Secret
 	}
-	for fi, f := range fields {
-		if f != "ops" {
-			continue
-		}
-		for _, r := range rows {
-			if r != nil && fi < len(r) {
-				r[fi] = h.ops.RedactOps(r[fi], from)
-			}
-		}
-	}
+	h.ops.RedactJobRows(fields, rows, from)
 }
 
 func jobIDParam(rq *request) (int64, error) {
