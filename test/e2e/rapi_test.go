@@ -295,6 +295,20 @@ func TestRAPIWithGanetiClient(t *testing.T) {
 		t.Fatalf("after a dry run: instances %v, err %v", rows, err)
 	}
 
+	// Private OS parameters are shown only to a user with write rights,
+	// secret ones to nobody, as Ganeti's own client reads the job.
+	pv := s.py(t, "private", "priv1", "privateword", "secretword")
+	mustOK("create with private and secret parameters", pv)
+	writer, _ := json.Marshal(pv["writer"])
+	anon, _ := json.Marshal(pv["anonymous"])
+	if !strings.Contains(string(writer), `"osparams_private":{"marker":"privateword"}`) || strings.Contains(string(writer), "secretword") {
+		t.Errorf("the write user's GetJobStatus ops: %s", writer)
+	}
+	if strings.Contains(string(anon), "privateword") || strings.Contains(string(anon), "secretword") ||
+		!strings.Contains(string(anon), `"osparams_private":{"marker":"\u003credacted\u003e"}`) {
+		t.Errorf("an anonymous GetJobStatus ops: %s", anon)
+	}
+
 	cr := s.py(t, "create", "web1", "tiny+default", "0")
 	mustOK("create", cr)
 	if st := instState("web1"); st[0] != "up" || st[1] != true {

@@ -130,6 +130,18 @@ def main():
                                beparams={"memory": 128}, dry_run=dry)
         out = wait(c, job)
         out["job_info"] = c.GetJobStatus(job)
+    elif step == "private":
+        # osparams_private and osparams_secret as a Ganeti operator passes
+        # them; the job is then read by the write user and anonymously.
+        name, private, secret = args
+        job = c.CreateInstance("create", name, "file", [{"size": 64}], [],
+                               os="tiny+default", hypervisor="fake",
+                               beparams={"memory": 128}, dry_run=True,
+                               osparams_private={"marker": private},
+                               osparams_secret={"marker": secret})
+        out = wait(c, job)
+        out["writer"] = c.GetJobStatus(job)["ops"]
+        out["anonymous"] = connect(anonymous=True).GetJobStatus(job)["ops"]
     elif step == "inspect":
         name = args[0]
         info_job = c.GetInstanceInfo(name, static=True)
