@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/corral/corral/internal/jobqueue"
 )
@@ -27,22 +26,7 @@ func TestAutoArchiveHugeAgeArchivesNothing(t *testing.T) {
 	}
 	t.Cleanup(q.Stop)
 	h := &luxiHandler{&Daemon{queue: q}}
-	res, err := h.Call(ctx, "SubmitJob", []json.RawMessage{json.RawMessage(`[{"OP_ID":"OP_TEST_DELAY"}]`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := res.(int64)
-	var prev []any
-	for {
-		info, _, _, err := q.WaitForChange(ctx, id, []string{"status"}, prev, -1, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info[0] == string(jobqueue.StatusSuccess) {
-			break
-		}
-		prev = info
-	}
+	runDelayJob(t, ctx, h, q)
 	archive := func(age float64) []any {
 		t.Helper()
 		args, _ := json.Marshal([]any{age, 10})

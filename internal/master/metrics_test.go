@@ -40,22 +40,7 @@ func TestDaemonMetrics(t *testing.T) {
 
 	const jobs = 3
 	for range jobs {
-		res, err := h.Call(ctx, "SubmitJob", []json.RawMessage{json.RawMessage(`[{"OP_ID":"OP_TEST_DELAY"}]`)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := res.(int64)
-		var prev []any
-		for {
-			info, _, _, err := q.WaitForChange(ctx, id, []string{"status"}, prev, -1, 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if info[0] == string(jobqueue.StatusSuccess) {
-				break
-			}
-			prev = info
-		}
+		runDelayJob(t, ctx, h, q)
 	}
 	if _, err := h.Call(ctx, "NoSuchMethod", nil); err == nil {
 		t.Fatal("unknown method answered")
@@ -152,5 +137,27 @@ func TestNilDaemonMetrics(t *testing.T) {
 	m.luxiCall("x", nil)
 	if s, err := m.text(); s != "" || err != nil {
 		t.Fatalf("text = %q, %v", s, err)
+	}
+}
+
+// runDelayJob submits an OP_TEST_DELAY job through h and waits until it
+// has succeeded.
+func runDelayJob(t *testing.T, ctx context.Context, h *luxiHandler, q *jobqueue.Queue) {
+	t.Helper()
+	res, err := h.Call(ctx, "SubmitJob", []json.RawMessage{json.RawMessage(`[{"OP_ID":"OP_TEST_DELAY"}]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.(int64)
+	var prev []any
+	for {
+		info, _, _, err := q.WaitForChange(ctx, id, []string{"status"}, prev, -1, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info[0] == string(jobqueue.StatusSuccess) {
+			return
+		}
+		prev = info
 	}
 }
