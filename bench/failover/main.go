@@ -45,9 +45,10 @@ type sample struct {
 	RAPIOutageMs float64 `json:"rapi_outage_ms"`
 	RAPIFailed   int     `json:"rapi_failed"`
 	RAPICalls    int     `json:"rapi_calls"`
-	// Elections counts the candidates that took over while the master was
-	// frozen (--stop-for); 1 means no flapping.
-	Elections int `json:"elections,omitempty"`
+	// Elections counts the times a candidate took over before the killed
+	// master was restarted (or, with --stop-for, while it was frozen); 1
+	// means no flapping.
+	Elections int `json:"elections"`
 }
 
 type result struct {
@@ -102,11 +103,11 @@ func run() error {
 	if *stopFor > 0 {
 		res.Signal = "SIGSTOP for " + stopFor.String()
 	}
-	probe, err := startProbe(st)
+	probe, err := devcluster.StartRAPIProbe(st, rapiPoll)
 	if err != nil {
 		return err
 	}
-	defer probe.end()
+	defer probe.Stop()
 	if res.ElectionTTL == "" {
 		res.ElectionTTL = "5s (default)"
 	}
@@ -177,7 +178,7 @@ func teardown(dir string, keep bool) {
 // killOnce kills (or freezes, for stopFor) the current master, times the
 // takeover and RAPI's outage, and starts the killed corrald again as a
 // standby (a frozen one is resumed and stands by by itself).
-func killOnce(ctx context.Context, st *devcluster.State, load int, stopFor time.Duration, probe *rapiProbe) (sample, error) {
+func killOnce(ctx context.Context, st *devcluster.State, load int, stopFor time.Duration, probe *devcluster.RAPIProbe) (sample, error) {
 	lead, err := devcluster.WaitLeader(ctx, st, time.Minute)
 	if err != nil {
 		return sample{}, err
@@ -226,12 +227,14 @@ func killOnce(ctx context.Context, st *devcluster.State, load int, stopFor time.
 			time.Sleep(poll)
 		}
 	}
-	if err := probe.waitRecovered(t0, time.Minute); err != nil {
+	if err := waitRecovered(probe, t0, time.Minute); err != nil {
 		return s, err
 	}
 	if stopFor > 0 {
 		time.Sleep(time.Until(t0.Add(stopFor)))
-		s.Elections = elections(st, offs, lead.Proc)
+	}
+	s.Elections = elections(st, offs, lead.Proc)
+	if stopFor > 0 {
 		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 			return s, err
 		}
@@ -241,7 +244,8 @@ func killOnce(ctx context.Context, st *devcluster.State, load int, stopFor time.
 			return s, err
 		}
 	}
-	s.RAPIOutageMs, s.RAPIFailed, s.RAPICalls = probe.outage(t0)
+	o := probe.Since(t0)
+	s.RAPIOutageMs, s.RAPIFailed, s.RAPICalls = harness.Ms(o.Length()), o.Failed, o.Calls
 	return s, waitStandby(ctx, lead.Socket)
 }
 

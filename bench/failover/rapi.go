@@ -2,114 +2,27 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/corral/corral/bench/harness"
 	"github.com/corral/corral/internal/devcluster"
 )
 
 // rapiPoll is the pause between two GET /2/info of the probe.
 const rapiPoll = 20 * time.Millisecond
 
-// rapiProbe polls GET /2/info on corral-rapi and records each answer.
-type rapiProbe struct {
-	mu      sync.Mutex
-	answers []answer
-	stop    chan struct{}
-	done    chan struct{}
-}
-
-type answer struct {
-	at time.Time
-	ok bool
-}
-
-func startProbe(st *devcluster.State) (*rapiProbe, error) {
-	env, err := devcluster.ReadRAPIEnv(st.StateDir)
-	if err != nil {
-		return nil, err
-	}
-	caPEM, err := os.ReadFile(env.CA)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("no certificate in %s", env.CA)
-	}
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	p := &rapiProbe{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-time.After(rapiPoll):
-			}
-			req, _ := http.NewRequest(http.MethodGet, env.URL+"/2/info", nil)
-			req.SetBasicAuth(env.User, env.Password)
-			ok := false
-			if resp, err := hc.Do(req); err == nil {
-				ok = resp.StatusCode == http.StatusOK
-				resp.Body.Close()
-			}
-			p.mu.Lock()
-			p.answers = append(p.answers, answer{time.Now(), ok})
-			p.mu.Unlock()
-		}
-	}()
-	return p, nil
-}
-
-func (p *rapiProbe) end() {
-	close(p.stop)
-	<-p.done
-}
-
-// outage is, after t0, the time from the first failed call to the first
-// answer after it (0 when nothing failed), with the failed and all calls.
-func (p *rapiProbe) outage(t0 time.Time) (ms float64, failed, calls int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var failAt, okAt time.Time
-	for _, a := range p.answers {
-		if !a.at.After(t0) {
-			continue
-		}
-		calls++
-		if !a.ok {
-			failed++
-			if failAt.IsZero() {
-				failAt = a.at
-			}
-		} else if !failAt.IsZero() && okAt.IsZero() {
-			okAt = a.at
-		}
-	}
-	if failAt.IsZero() || okAt.IsZero() {
-		return 0, failed, calls
-	}
-	return harness.Ms(okAt.Sub(failAt)), failed, calls
-}
-
 // waitRecovered waits until RAPI answered after t0 following its first
 // failure, or a second of answers passed without any failure.
-func (p *rapiProbe) waitRecovered(t0 time.Time, limit time.Duration) error {
+func waitRecovered(p *devcluster.RAPIProbe, t0 time.Time, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		ms, failed, calls := p.outage(t0)
-		if ms > 0 || (failed == 0 && calls > int(time.Second/rapiPoll)) {
+		o := p.Since(t0)
+		if o.Recovered() || (o.Failed == 0 && o.Calls > int(time.Second/rapiPoll)) {
 			return nil
 		}
 		time.Sleep(rapiPoll)

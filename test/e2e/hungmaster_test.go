@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"context"
-	"net/http"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -13,106 +11,6 @@ import (
 	"github.com/corral/corral/internal/luxi"
 	"github.com/corral/corral/internal/storecfg"
 )
-
-// rapiProbe polls GET /2/info on the dev cluster's corral-rapi until stopped
-// and records when each answer came and its status (0: no answer).
-type rapiProbe struct {
-	mu      sync.Mutex
-	answers []rapiAnswer
-	stop    chan struct{}
-	done    chan struct{}
-}
-
-type rapiAnswer struct {
-	at   time.Time
-	code int
-}
-
-func startRAPIProbe(t *testing.T, c *cluster, every time.Duration) *rapiProbe {
-	t.Helper()
-	env, err := devcluster.ReadRAPIEnv(c.st.StateDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hc := rapiHTTPClient(t, env.CA)
-	hc.Timeout = 5 * time.Second
-	p := &rapiProbe{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-time.After(every):
-			}
-			code := 0
-			req, _ := http.NewRequest(http.MethodGet, env.URL+"/2/info", nil)
-			req.SetBasicAuth(env.User, env.Password)
-			if resp, err := hc.Do(req); err == nil {
-				code = resp.StatusCode
-				resp.Body.Close()
-			}
-			p.mu.Lock()
-			p.answers = append(p.answers, rapiAnswer{time.Now(), code})
-			p.mu.Unlock()
-		}
-	}()
-	t.Cleanup(p.end)
-	return p
-}
-
-func (p *rapiProbe) end() {
-	select {
-	case <-p.stop:
-	default:
-		close(p.stop)
-	}
-	<-p.done
-}
-
-// outage finds, after t0, the first failed answer and the first 200
-// answer after it (zero times if none).
-func (p *rapiProbe) outage(t0 time.Time) (failAt, okAt time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, a := range p.answers {
-		switch {
-		case !a.at.After(t0):
-		case failAt.IsZero() && a.code != http.StatusOK:
-			failAt = a.at
-		case !failAt.IsZero() && a.code == http.StatusOK:
-			return failAt, a.at
-		}
-	}
-	return failAt, time.Time{}
-}
-
-// anyOK reports whether some answer was a 200.
-func (p *rapiProbe) anyOK() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, a := range p.answers {
-		if a.code == http.StatusOK {
-			return true
-		}
-	}
-	return false
-}
-
-// since counts answers after t0: all, and those that were not 200.
-func (p *rapiProbe) since(t0 time.Time) (all, failed int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, a := range p.answers {
-		if a.at.After(t0) {
-			all++
-			if a.code != http.StatusOK {
-				failed++
-			}
-		}
-	}
-	return all, failed
-}
 
 // TestRAPIAfterMasterKill: corral-rapi talks to the first corrald's socket,
 // a standby that relays to the master; the master dies by SIGKILL while
@@ -140,8 +38,12 @@ func TestRAPIAfterMasterKill(t *testing.T) {
 	waitFor(t, 30*time.Second, first.Proc+" to stand by again", func() bool {
 		return strings.Contains(c.logSince(first.Proc, off), "master term ended")
 	})
-	p := startRAPIProbe(t, c, 20*time.Millisecond)
-	waitFor(t, 30*time.Second, "RAPI to answer through the standby", p.anyOK)
+	p, err := devcluster.StartRAPIProbe(c.st, 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	waitFor(t, 30*time.Second, "RAPI to answer through the standby", p.AnyOK)
 
 	killAt := time.Now()
 	c.killDaemon(target.Proc)
@@ -150,11 +52,12 @@ func TestRAPIAfterMasterKill(t *testing.T) {
 	if elected.Proc == target.Proc {
 		t.Fatalf("the killed %s leads", target.Proc)
 	}
-	var failAt, okAt time.Time
+	var out devcluster.RAPIOutage
 	waitFor(t, 30*time.Second, "RAPI to answer after the takeover", func() bool {
-		failAt, okAt = p.outage(killAt)
-		return !okAt.IsZero()
+		out = p.Since(killAt)
+		return out.Recovered()
 	})
+	okAt := out.OKAt
 	if okAt.After(electedAt.Add(time.Second)) {
 		t.Errorf("RAPI answered %v after the kill, %v after the new master answered: more than the takeover plus one second",
 			okAt.Sub(killAt).Round(time.Millisecond), okAt.Sub(electedAt).Round(time.Millisecond))
@@ -162,15 +65,14 @@ func TestRAPIAfterMasterKill(t *testing.T) {
 	// From then on it keeps answering.
 	steady := okAt.Add(500 * time.Millisecond)
 	time.Sleep(3 * time.Second)
-	p.end()
-	all, failed := p.since(steady)
-	if all == 0 || failed > 0 {
-		t.Errorf("after RAPI recovered: %d of %d calls failed", failed, all)
+	p.Stop()
+	if after := p.Since(steady); after.Calls == 0 || after.Failed > 0 {
+		t.Errorf("after RAPI recovered: %d of %d calls failed", after.Failed, after.Calls)
 	}
-	total, down := p.since(killAt)
+	total := p.Since(killAt)
 	t.Logf("SIGKILL of %s: %s elected and answering %v later; RAPI failed from %v to %v after the kill (%d of %d calls failed)",
-		target.Name, elected.Name, electedAt.Sub(killAt).Round(time.Millisecond), failAt.Sub(killAt).Round(time.Millisecond),
-		okAt.Sub(killAt).Round(time.Millisecond), down, total)
+		target.Name, elected.Name, electedAt.Sub(killAt).Round(time.Millisecond), out.FailAt.Sub(killAt).Round(time.Millisecond),
+		okAt.Sub(killAt).Round(time.Millisecond), total.Failed, total.Calls)
 }
 
 // TestHungMasterDoesNotFlap freezes the master (SIGSTOP) for several
