@@ -213,8 +213,11 @@ type forwarder struct {
 	tls     *tls.Config
 	log     *slog.Logger
 	grace   time.Duration
-	// maxRequest bounds a request read while no master is reached.
-	maxRequest int
+	// maxRequest bounds a request read while no master is reached; idle
+	// and frame bound the wait for it and its arrival, as the LUXI
+	// server's IdleTimeout and FrameTimeout do (<= 0: none).
+	maxRequest  int
+	idle, frame time.Duration
 	// lastWarn rate-limits the warning about an unreachable master (unix
 	// nanoseconds).
 	lastWarn atomic.Int64
@@ -229,6 +232,7 @@ func newForwarder(opts Options, st store.Store, self string) (*forwarder, error)
 		leader:  func(ctx context.Context) (election.Leader, error) { return election.CurrentLeader(ctx, st, "") },
 		standby: func(ctx context.Context) error { return standbyError(ctx, st) },
 		self:    self, tls: cfg, log: opts.Logger, grace: forwardGrace, maxRequest: opts.MaxMessageBytes,
+		idle: orDefault(opts.LUXIIdleTimeout, luxi.DefaultIdleTimeout), frame: orDefault(opts.LUXIFrameTimeout, luxi.DefaultFrameTimeout),
 	}, nil
 }
 
@@ -277,7 +281,7 @@ func (f *forwarder) divert(ctx context.Context, nc net.Conn) bool {
 			}
 		}
 		var tooBig bool
-		pending, tooBig = readRequest(br, f.maxRequestBytes())
+		pending, tooBig = f.readRequest(ctx, nc, br)
 		if tooBig {
 			_ = nc.SetWriteDeadline(time.Now().Add(forwardErrorTimeout))
 			_ = luxi.WriteFrame(nc, luxi.EncodeFailure(ecode.New(ecode.LuxiError, ecode.Inval,
@@ -290,6 +294,41 @@ func (f *forwarder) divert(ctx context.Context, nc net.Conn) bool {
 	}
 	nc.Close()
 	return true
+}
+
+// orDefault is d, or def when d is 0 (a negative d means none).
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// readRequest waits, up to the idle timeout, for the client's next request
+// and reads it, up to the frame timeout once its first byte came.
+func (f *forwarder) readRequest(ctx context.Context, nc net.Conn, br *bufio.Reader) (req []byte, tooBig bool) {
+	f.readDeadline(ctx, nc, f.idle)
+	if _, err := br.Peek(1); err != nil {
+		return nil, false
+	}
+	f.readDeadline(ctx, nc, f.frame)
+	req, tooBig = readRequest(br, f.maxRequestBytes())
+	f.readDeadline(ctx, nc, 0)
+	return req, tooBig
+}
+
+// readDeadline sets nc's read deadline d from now (none for d <= 0),
+// unless ctx has ended: then the deadline stays in the past, as divert's
+// AfterFunc set it, so a stopping standby never waits for a read.
+func (f *forwarder) readDeadline(ctx context.Context, nc net.Conn, d time.Duration) {
+	t := time.Time{}
+	if d > 0 {
+		t = time.Now().Add(d)
+	}
+	_ = nc.SetReadDeadline(t)
+	if ctx.Err() != nil {
+		_ = nc.SetReadDeadline(time.Unix(1, 0))
+	}
 }
 
 func (f *forwarder) maxRequestBytes() int {

@@ -608,3 +608,32 @@ func BenchmarkForwardCall(b *testing.B) {
 		}
 	}
 }
+
+// While no master can be reached, a standby serves a connection itself
+// under the LUXI server's timeouts: a client that sends nothing is closed
+// after the idle timeout, one that stops in the middle of a request after
+// the frame timeout.
+func TestForwardStandbyConnectionTimeouts(t *testing.T) {
+	f := &forwarder{idle: 300 * time.Millisecond, frame: 300 * time.Millisecond}
+	sock, _ := forwardRigAt(t, f, func(string) func(context.Context) (election.Leader, error) {
+		return func(context.Context) (election.Leader, error) { return election.Leader{}, election.ErrNoLeader }
+	})
+	for _, sent := range []string{"", `{"method":"QueryJobs","ar`} {
+		nc, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		if _, err := io.WriteString(nc, sent); err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.SetReadDeadline(time.Now().Add(testWait))
+		start := time.Now()
+		if n, err := nc.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+			t.Fatalf("sent %q: read %d, %v; want the standby to close the connection", sent, n, err)
+		}
+		if time.Since(start) >= testWait {
+			t.Fatalf("sent %q: not closed before the test's own limit", sent)
+		}
+	}
+}
