@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/nodeapi"
 )
 
 // TestInstanceNamesIgnoreCase: as in Ganeti and DNS, an instance name
@@ -50,5 +51,35 @@ func TestInstanceNamesIgnoreCase(t *testing.T) {
 	}
 	if i, ok := e.cfg.Instance("web1"); !ok || i.Name != "Web1" {
 		t.Fatalf("after the case-only rename: %v %v", i, ok)
+	}
+}
+
+// TestInstanceRenameToOwnName: Ganeti allows a rename to the instance's own
+// name (burnin's "rename to own name" step) and runs the OS rename script.
+func TestInstanceRenameToOwnName(t *testing.T) {
+	nd := newNodeDouble()
+	e := openEnv(t, filepath.Join(t.TempDir(), "s.db"), nd, true)
+	defer e.close()
+	if st, res := e.run(t, create("web1", nil)); st != "success" {
+		t.Fatalf("create: %s %v", st, res)
+	}
+	if st, res := e.run(t, map[string]any{"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": "web1"}); st != "success" {
+		t.Fatalf("shutdown: %s %v", st, res)
+	}
+	nd.mu.Lock()
+	nd.calls = nil
+	nd.mu.Unlock()
+	st, res := e.run(t, map[string]any{"OP_ID": "OP_INSTANCE_RENAME", "instance_name": "web1", "new_name": "web1"})
+	if st != "success" {
+		t.Fatalf("rename web1 to web1: %s %v", st, res)
+	}
+	if i, ok := e.cfg.Instance("web1"); !ok || i.Name != "web1" {
+		t.Fatalf("after the rename to its own name: %v %v", i, ok)
+	}
+	nd.mu.Lock()
+	calls := strings.Join(nd.calls, "\n")
+	nd.mu.Unlock()
+	if !strings.Contains(calls, nodeapi.OSRename) {
+		t.Fatalf("the OS rename script did not run; calls:\n%s", calls)
 	}
 }
