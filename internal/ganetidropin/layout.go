@@ -57,6 +57,10 @@ func (l Layout) DataDir() string { return l.path("var", "lib", "ganeti") }
 // RunDir is Ganeti's /var/run/ganeti.
 func (l Layout) RunDir() string { return l.path("var", "run", "ganeti") }
 
+// LogDir is Ganeti's /var/log/ganeti, where its tools log the commands
+// run (commands.log).
+func (l Layout) LogDir() string { return l.path("var", "log", "ganeti") }
+
 // SocketDir is Ganeti's /var/run/ganeti/socket.
 func (l Layout) SocketDir() string { return filepath.Join(l.RunDir(), "socket") }
 
@@ -93,7 +97,9 @@ const (
 
 // Prepare creates Ganeti's directories for drop-in mode (it runs as root,
 // from `corral cluster init` and `corral dev up`): the data directory and
-// the socket directory are handed to owner (corrald's user) and group gid.
+// the socket directory are handed to owner (corrald's user) and group gid;
+// Ganeti's log directory, for its tools' command log, is created if
+// missing.
 // owner < 0 leaves ownership alone (tests as non-root). It refuses a data
 // directory that holds a real Ganeti cluster's configuration.
 func Prepare(l Layout, owner, gid int) error {
@@ -109,6 +115,7 @@ func Prepare(l Layout, owner, gid int) error {
 		{l.DataDir(), dataMode, true},
 		{l.RunDir(), parentMode, false},
 		{l.SocketDir(), socketMode, true},
+		{l.LogDir(), parentMode, false},
 	} {
 		_, statErr := os.Stat(d.path)
 		if err := os.MkdirAll(d.path, parentMode); err != nil {
