@@ -171,6 +171,9 @@ func TestUnsupportedValuesRefused(t *testing.T) {
 		{`{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"a","disk_template":"drbd"}`, true},
 		{`{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"a","instance_communication":false}`, false},
 		{`{"OP_ID":"OP_CLUSTER_VERIFY","verify_clutter":true}`, true},
+		{`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"a","disks":[],"nics":[],"file_driver":"loop"}`, false},
+		{`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"a","disks":[],"nics":[],"file_driver":"blktap"}`, true},
+		{`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"a","disks":[],"nics":[],"file_storage_dir":"web"}`, true},
 	}
 	for _, c := range cases {
 		_, err := tab.Decode(json.RawMessage(c.op))
