@@ -82,3 +82,26 @@ func GroupDiskParams(custom map[string]config.Params) map[string]config.Params {
 	}
 	return out
 }
+
+// nodeParamDefaults are Ganeti's NDC_DEFAULTS: a node parameter's value
+// until the cluster, a group or the node sets it.
+var nodeParamDefaults = config.Params{
+	"oob_program": "", "spindle_count": float64(1), "exclusive_storage": false, "ovs": false,
+	"ovs_name": "switch1", "ovs_link": "", "ssh_port": float64(22), "cpu_speed": 1.0,
+}
+
+// ClusterNDParams are the cluster's node parameters over Ganeti's defaults.
+func ClusterNDParams(c *config.Cluster) config.Params {
+	return config.Fill(nodeParamDefaults, c.NDParams)
+}
+
+// NodeNDParams are a node's effective node parameters: the defaults, the
+// cluster's, its group's (g may be nil) and its own, later ones winning
+// (Ganeti's FillND).
+func NodeNDParams(c *config.Cluster, g *config.NodeGroup, n *config.Node) config.Params {
+	p := ClusterNDParams(c)
+	if g != nil {
+		p = config.Fill(p, g.NDParams)
+	}
+	return config.Fill(p, n.NDParams)
+}

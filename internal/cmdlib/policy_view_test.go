@@ -65,3 +65,18 @@ func TestDiskParamDefaultsMatchKinds(t *testing.T) {
 		t.Errorf("filled = %v", got)
 	}
 }
+
+// TestNodeParamDefaultsMatchKinds keeps the node parameter defaults and the
+// checked names in step, and the fill order node > group > cluster.
+func TestNodeParamDefaultsMatchKinds(t *testing.T) {
+	if !slices.Equal(slices.Sorted(maps.Keys(nodeParamDefaults)), slices.Sorted(maps.Keys(ndParamKinds))) {
+		t.Fatalf("defaults %v, kinds %v", slices.Sorted(maps.Keys(nodeParamDefaults)), slices.Sorted(maps.Keys(ndParamKinds)))
+	}
+	c := &config.Cluster{NDParams: config.Params{"ssh_port": 2222.0, "ovs": true}}
+	g := &config.NodeGroup{NDParams: config.Params{"ssh_port": 2200.0}}
+	n := &config.Node{NDParams: config.Params{"spindle_count": 4.0}}
+	p := NodeNDParams(c, g, n)
+	if p["ssh_port"] != 2200.0 || p["ovs"] != true || p["spindle_count"] != 4.0 || p["cpu_speed"] != 1.0 || len(p) != len(nodeParamDefaults) {
+		t.Errorf("filled = %v", p)
+	}
+}
