@@ -61,7 +61,7 @@ func Groups() *Resource[*GroupRow] {
 	for _, p := range ndParamFields {
 		fields = append(fields, Field[*GroupRow]{Name: "ndp/" + p.Name, Title: p.Title, Kind: p.Kind,
 			Doc: fmt.Sprintf("Node parameter %s (filled)", p.Name),
-			Get: func(r *GroupRow) (any, int) { return paramValue(r.NDParams, p.Name) }})
+			Get: func(r *GroupRow) (any, int) { return typedParam(r.NDParams, p) }})
 	}
 	return NewResource("group", fields)
 }

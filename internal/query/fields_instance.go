@@ -2,8 +2,10 @@ package query
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/corral/corral/internal/config"
+	"github.com/corral/corral/internal/hypervisor"
 )
 
 // Ganeti's MAX_DISKS and MAX_NICS: the per-index fields disk.size/N and
@@ -131,13 +133,13 @@ func instanceParamFields() []Field[*InstanceRow] {
 	for _, p := range beParamFields {
 		fields = append(fields, Field[*InstanceRow]{Name: "be/" + p.Name, Title: p.Title, Kind: p.Kind,
 			Doc: fmt.Sprintf("Backend parameter %s (filled)", p.Name), Get: func(r *InstanceRow) (any, int) {
-				return paramValue(r.filledBE(), p.Name)
+				return typedParam(r.filledBE(), p)
 			}})
 	}
 	for _, p := range hvParamFields {
 		fields = append(fields, Field[*InstanceRow]{Name: "hv/" + p.Name, Title: p.Title, Kind: p.Kind,
 			Doc: fmt.Sprintf("Hypervisor parameter %s (filled); unavailable when the hypervisor has no such parameter", p.Name),
-			Get: func(r *InstanceRow) (any, int) { return paramValue(r.filledHV(), p.Name) }})
+			Get: func(r *InstanceRow) (any, int) { return typedParam(r.filledHV(), p) }})
 	}
 	return fields
 }
@@ -151,8 +153,38 @@ func paramValue(p config.Params, name string) (any, int) {
 	return ok(v)
 }
 
+// typedParam is a parameter with the JSON type of its field's kind:
+// Corral keeps hypervisor parameters as text, Ganeti answers numbers and
+// booleans. Text that does not parse is passed on as it is.
+func typedParam(p config.Params, f paramField) (any, int) {
+	v, st := paramValue(p, f.Name)
+	s, isText := v.(string)
+	if st != RSNormal || !isText {
+		return v, st
+	}
+	switch f.Kind {
+	case KNumber, KUnit, KFloat:
+		if n, err := strconv.ParseFloat(s, 64); err == nil {
+			return ok(n)
+		}
+		if s == "" {
+			return ok(nil)
+		}
+	case KBool:
+		if b, err := hypervisor.ParseBool(s); err == nil {
+			return ok(b)
+		}
+	}
+	return ok(v)
+}
+
 // indexed is the per-index field NAME/i: unavailable past the list's end.
 func indexed[T any](name, title string, kind Kind, doc string, max int, count func(T) int, get func(T, int) any) []Field[T] {
+	return indexedStatus(name, title, kind, doc, max, count, func(o T, i int) (any, int) { return ok(get(o, i)) })
+}
+
+// indexedStatus is indexed for values that may themselves be unavailable.
+func indexedStatus[T any](name, title string, kind Kind, doc string, max int, count func(T) int, get func(T, int) (any, int)) []Field[T] {
 	out := make([]Field[T], 0, max)
 	for i := range max {
 		out = append(out, Field[T]{Name: fmt.Sprintf("%s/%d", name, i), Title: fmt.Sprintf("%s/%d", title, i), Kind: kind,
@@ -160,7 +192,7 @@ func indexed[T any](name, title string, kind Kind, doc string, max int, count fu
 				if i >= count(o) {
 					return nil, RSUnavail
 				}
-				return ok(get(o, i))
+				return get(o, i)
 			}})
 	}
 	return out
@@ -207,8 +239,9 @@ func instanceDiskFields() []Field[*InstanceRow] {
 	}
 	fields = append(fields, indexed("disk.size", "Disk", KUnit, "Disk size (MiB)", maxDisks, disks,
 		func(r *InstanceRow, i int) any { return r.Inst.Disks[i].SizeMiB })...)
-	fields = append(fields, indexed("disk.spindles", "DiskSpindles", KNumber, "Disk spindles", maxDisks, disks,
-		func(r *InstanceRow, i int) any { return nil })...)
+	// Corral's disks have no spindles: unavailable, as Ganeti's without.
+	fields = append(fields, indexedStatus("disk.spindles", "DiskSpindles", KNumber, "Disk spindles", maxDisks, disks,
+		func(r *InstanceRow, i int) (any, int) { return nil, RSUnavail })...)
 	fields = append(fields, indexed("disk.name", "DiskName", KText, "Disk name", maxDisks, disks,
 		func(r *InstanceRow, i int) any { return nilIfEmpty(r.Inst.Disks[i].Name) })...)
 	fields = append(fields, indexed("disk.uuid", "DiskUUID", KText, "Disk UUID", maxDisks, disks,

@@ -45,7 +45,7 @@ func Nodes() *Resource[*NodeRow] {
 	for _, p := range ndParamFields {
 		fields = append(fields, Field[*NodeRow]{Name: "ndp/" + p.Name, Title: p.Title, Kind: p.Kind,
 			Doc: fmt.Sprintf("Node parameter %s (filled)", p.Name),
-			Get: func(r *NodeRow) (any, int) { return paramValue(r.NDParams, p.Name) }})
+			Get: func(r *NodeRow) (any, int) { return typedParam(r.NDParams, p) }})
 	}
 	return NewResource("node", fields)
 }
