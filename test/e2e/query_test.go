@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -218,5 +220,39 @@ func TestQueryShapesGanetiClientsRead(t *testing.T) {
 	}
 	if !slices.Contains([]string{"64bit", "32bit"}, info["architecture"].([]any)[0].(string)) {
 		t.Errorf("architecture = %v", info["architecture"])
+	}
+}
+
+// TestGanetiToolsPrintCorralInfo feeds QueryClusterInfo's and instance
+// info's answers to Ganeti 3.0's own gnt-cluster info and gnt-instance
+// info formatting (testdata/ganeti_info_print.py), which unpack every key
+// and fail on a missing one or a wrong shape.
+func TestGanetiToolsPrintCorralInfo(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import sys; sys.path.insert(0, '/usr/share/ganeti/3.0'); import ganeti.client.gnt_cluster").Run(); err != nil {
+		t.Skipf("Debian's ganeti 3.0 is not installed: %v", err)
+	}
+	c := newCluster(t, clusterOpts{nodes: 1, hypervisors: []string{"fake"}})
+	ctx := context.Background()
+	op := createOp("p1", "", 16)
+	op["nics"] = []any{map[string]any{"mac": "aa:00:00:12:34:58", "name": "eth0"}}
+	c.mustSucceed(op)
+	var info map[string]any
+	if err := c.luxi.Call(ctx, "QueryClusterInfo", []any{}, &info); err != nil {
+		t.Fatal(err)
+	}
+	res := c.mustSucceed(map[string]any{"OP_ID": "OP_INSTANCE_QUERY_DATA", "instances": []any{"p1"}, "static": false})
+	in, _ := json.Marshal(map[string]any{"cluster_info": info, "instance": res[0].(map[string]any)["p1"]})
+	cmd := exec.Command("/usr/bin/python3", filepath.Join("testdata", "ganeti_info_print.py"))
+	cmd.Stdin = bytes.NewReader(in)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("Ganeti's formatting failed: %v\n%s", err, out)
+	}
+	t.Logf("Ganeti prints:\n%s", out)
+	for _, want := range []string{"Instance policy - limits for instances:", "memory-size: 32768",
+		"Default disk parameters:", "Instance name: p1", "nic/0:", "MAC: aa:00:00:12:34:58", "mode: bridged"} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
 }
