@@ -68,7 +68,7 @@ func instanceConfigFields() []Field[*InstanceRow] {
 		{Name: "admin_state_source", Title: "InstanceStateSource", Kind: KText, Doc: "Who set the desired state; always admin, Corral has no user shutdown", Get: func(r *InstanceRow) (any, int) { return ok("admin") }},
 		{Name: "admin_up", Title: "Autostart", Kind: KBool, Doc: "Whether the instance should be up", Get: func(r *InstanceRow) (any, int) { return ok(r.Inst.AdminState == config.AdminUp) }},
 		{Name: "disks_active", Title: "DisksActive", Kind: KBool, Doc: "Whether the disks are in use; Corral's disks are active while the instance is meant to run", Get: func(r *InstanceRow) (any, int) {
-			return ok(r.Inst.AdminState == config.AdminUp && len(r.Inst.Disks) > 0)
+			return ok(r.Inst.AdminState == config.AdminUp)
 		}},
 		{Name: "forthcoming", Title: "Forthcoming", Kind: KBool, Doc: "Whether the instance is only reserved; Corral does not reserve instances", Get: func(r *InstanceRow) (any, int) { return ok(false) }},
 		{Name: "pnode", Title: "Primary_node", Kind: KText, Doc: "Primary node", Get: func(r *InstanceRow) (any, int) {
