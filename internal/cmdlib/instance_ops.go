@@ -454,7 +454,7 @@ func (lu *instanceReinstallLU) Prereq(ctx context.Context, p *Processor, op *opc
 	if m, ok := op.Params["osparams"].(map[string]any); ok {
 		osp = updateParams(inst.OSParams, m)
 	}
-	if op.Params["osparams_private"] != nil {
+	if len(op.Dict("osparams_private")) > 0 {
 		return ecode.Errorf(ecode.Inval, "Changing private OS parameters on reinstall is not available in this version")
 	}
 	return p.checkOS(ctx, node, lu.OS, op.Bool("force_variant"), config.Fill(c.OSParams[osBase(lu.OS)], osp))
