@@ -256,9 +256,10 @@ func ganetiInstanceCommands(t *testing.T, c *cluster) {
 	if v := c.instanceField("web1", "hv/acpi"); v != false {
 		t.Errorf("hv/acpi %v after modify -H", v)
 	}
-	c.mustGnt("gnt-instance", "modify", "-O", "color=blue", "web1")
-	if v, _ := c.instanceField("web1", "osparams").(map[string]any); v["color"] != "blue" {
-		t.Errorf("osparams %v after modify -O", v)
+	// Debian's noop OS declares no parameters; Corral's tiny declares one.
+	c.mustGnt("gnt-instance", "modify", "--os-type", "tiny+default", "-O", "marker=blue", "web1")
+	if v, _ := c.instanceField("web1", "osparams").(map[string]any); v["marker"] != "blue" || c.instanceField("web1", "os") != "tiny+default" {
+		t.Errorf("osparams %v, os %v after modify --os-type -O", v, c.instanceField("web1", "os"))
 	}
 
 	c.mustGnt("gnt-instance", "grow-disk", "web1", "0", "8m")
