@@ -5,9 +5,11 @@
 # backend and etcd-client for restoring its snapshots, systemd for
 # systemd-analyze, systemd-sysusers and systemd-tmpfiles, which check the
 # packaged units (they need no running systemd), nftables for the pool
-# firewall's tests. Idempotent; needs root.
+# firewall's tests, ganeti and ganeti-os-noop for the tests that run
+# Ganeti's own gnt-* tools and burnin against Corral's drop-in mode (their
+# daemons are not started: see below). Idempotent; needs root.
 set -euo pipefail
-pkgs=(qemu-system-x86 qemu-utils socat busybox-static cpio e2fsprogs iproute2 lz4 make gcc etcd-server etcd-client python3-ganeti-rapi systemd nftables)
+pkgs=(qemu-system-x86 qemu-utils socat busybox-static cpio e2fsprogs iproute2 lz4 make gcc etcd-server etcd-client python3-ganeti-rapi systemd nftables ganeti ganeti-os-noop)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -24,6 +26,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   # default member would only sit on ports 2379 and 2380.
   if [[ " ${missing[*]} " == *" etcd-server "* ]] && [ -d /run/systemd/system ]; then
     systemctl disable --now etcd.service || true
+  fi
+  # Only Ganeti's command-line tools are used, against a test root
+  # (GANETI_ROOTDIR); no Ganeti daemon may run beside Corral's.
+  if [[ " ${missing[*]} " == *" ganeti "* ]] && [ -d /run/systemd/system ]; then
+    systemctl disable --now ganeti.target ganeti.service 2>/dev/null || true
   fi
 fi
 # The guest image build downloads the kernel and busybox packages with

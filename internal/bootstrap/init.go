@@ -11,6 +11,7 @@ import (
 	"github.com/corral/corral/internal/confdb"
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/ganetidropin"
 	"github.com/corral/corral/internal/hypervisor"
 	"github.com/corral/corral/internal/master"
 	"github.com/corral/corral/internal/nodeserver"
@@ -39,6 +40,12 @@ type InitOptions struct {
 	// UIDPool is the cluster's uid pool; when set, kvm instances default to
 	// security_model pool with use_chroot.
 	UIDPool [][2]uint32
+	// GanetiDropin turns on Ganeti drop-in mode (package ganetidropin):
+	// corrald also serves Ganeti's LUXI sockets and ssconf files, under
+	// GanetiRoot (default /; tests give a temporary directory whose last
+	// component is the master's node name, for GANETI_ROOTDIR).
+	GanetiDropin bool
+	GanetiRoot   string
 }
 
 // Init creates the cluster. It refuses to overwrite an existing one.
@@ -142,7 +149,25 @@ func Init(ctx context.Context, o InitOptions) error {
 			return err
 		}
 	}
+	if o.GanetiDropin {
+		return prepareGanetiDropin(o, masterAcct)
+	}
 	return nil
+}
+
+// prepareGanetiDropin creates Ganeti's directories for drop-in mode,
+// handed to corrald's user and to the access group (gnt-admin if it
+// exists, else corral-admin).
+func prepareGanetiDropin(o InitOptions, masterAcct Account) error {
+	owner, gid := -1, -1
+	if o.SetOwners {
+		g, err := ganetidropin.GroupID(ganetidropin.AccessGroup(AdminGroup))
+		if err != nil {
+			return err
+		}
+		owner, gid = masterAcct.UID, g
+	}
+	return ganetidropin.Prepare(ganetidropin.Layout{Root: o.GanetiRoot}, owner, gid)
 }
 
 // IssueNodeCert writes a node daemon's key, certificate and the CA into dir.
@@ -209,6 +234,20 @@ func fill(o *InitOptions) error {
 	if o.MACPrefix == "" {
 		o.MACPrefix = config.DefaultMACPrefix
 	}
+	if o.GanetiRoot != "" && !o.GanetiDropin {
+		return ecode.Errorf(ecode.Inval, "a Ganeti root (%s) is only used with Ganeti drop-in mode", o.GanetiRoot)
+	}
+	if o.GanetiDropin {
+		root, err := ganetidropin.CleanRoot(o.GanetiRoot)
+		if err != nil {
+			return err
+		}
+		o.GanetiRoot = root
+		// Before anything is created: never take over a real Ganeti.
+		if err := ganetidropin.CheckNoGanetiCluster(ganetidropin.Layout{Root: root}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -261,6 +300,8 @@ func writeConfig(ctx context.Context, o InitOptions, path string) error {
 		BlacklistedOS:        []string{},
 		ConfigVersion:        config.ConfigVersion,
 		UIDPool:              o.UIDPool,
+		GanetiDropin:         o.GanetiDropin,
+		GanetiRoot:           o.GanetiRoot,
 	}
 	g := &config.NodeGroup{Meta: config.Meta{Name: "default"}, AllocPolicy: "preferred", NDParams: config.Params{}}
 	m := &config.Node{Meta: config.Meta{Name: o.MasterName}, PrimaryIP: o.MasterIP, SecondaryIP: o.MasterIP,

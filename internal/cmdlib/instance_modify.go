@@ -49,7 +49,9 @@ func (lu *instanceSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opc
 	if len(op.List("disks")) > 0 || len(op.List("nics")) > 0 {
 		return ecode.Errorf(ecode.Inval, "Adding, removing or changing disks and NICs is not available in this version; change beparams, hvparams, osparams or the OS")
 	}
-	if op.Params["osparams_private"] != nil {
+	// Ganeti's client sends an empty dict when no private parameter is
+	// given: only actual changes are refused.
+	if len(op.Dict("osparams_private")) > 0 {
 		return ecode.Errorf(ecode.Inval, "Changing private OS parameters is not available in this version")
 	}
 	if op.Params["runtime_mem"] != nil {

@@ -454,7 +454,7 @@ func (lu *instanceReinstallLU) Prereq(ctx context.Context, p *Processor, op *opc
 	if m, ok := op.Params["osparams"].(map[string]any); ok {
 		osp = updateParams(inst.OSParams, m)
 	}
-	if op.Params["osparams_private"] != nil {
+	if len(op.Dict("osparams_private")) > 0 {
 		return ecode.Errorf(ecode.Inval, "Changing private OS parameters on reinstall is not available in this version")
 	}
 	return p.checkOS(ctx, node, lu.OS, op.Bool("force_variant"), config.Fill(c.OSParams[osBase(lu.OS)], osp))
@@ -503,7 +503,10 @@ type instanceRenameLU struct {
 
 func (lu *instanceRenameLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
 	// The new name is locked too so two renames to it cannot race.
-	return lu.locks(p, op, locking.Exclusive, op.Str("new_name"))
+	if newName := op.Str("new_name"); newName != lockName(p, op.Str("instance_name")) {
+		return lu.locks(p, op, locking.Exclusive, newName)
+	}
+	return lu.locks(p, op, locking.Exclusive)
 }
 
 func (lu *instanceRenameLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op) error {
@@ -515,9 +518,8 @@ func (lu *instanceRenameLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	if err := CheckName("instance", newName); err != nil {
 		return err
 	}
-	if newName == inst.Name {
-		return ecode.Errorf(ecode.Inval, "Instance '%s' already has that name", inst.Name)
-	}
+	// A rename to the same name is allowed, as in Ganeti (burnin's
+	// "rename to own name" step): it runs the OS rename script again.
 	if err := p.Cfg.CheckInstanceNameFree(newName, inst.UUID); err != nil {
 		return err
 	}

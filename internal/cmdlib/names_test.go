@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/nodeapi"
 )
 
 // TestInstanceNamesIgnoreCase: as in Ganeti and DNS, an instance name
@@ -51,4 +52,59 @@ func TestInstanceNamesIgnoreCase(t *testing.T) {
 	if i, ok := e.cfg.Instance("web1"); !ok || i.Name != "Web1" {
 		t.Fatalf("after the case-only rename: %v %v", i, ok)
 	}
+}
+
+// TestInstanceRenameToOwnName: Ganeti allows a rename to the instance's own
+// name (burnin's "rename to own name" step) and runs the OS rename script.
+func TestInstanceRenameToOwnName(t *testing.T) {
+	nd := newNodeDouble()
+	e := openEnv(t, filepath.Join(t.TempDir(), "s.db"), nd, true)
+	defer e.close()
+	if st, res := e.run(t, create("web1", nil)); st != "success" {
+		t.Fatalf("create: %s %v", st, res)
+	}
+	if st, res := e.run(t, map[string]any{"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": "web1"}); st != "success" {
+		t.Fatalf("shutdown: %s %v", st, res)
+	}
+	nd.mu.Lock()
+	nd.calls = nil
+	nd.mu.Unlock()
+	st, res := e.run(t, map[string]any{"OP_ID": "OP_INSTANCE_RENAME", "instance_name": "web1", "new_name": "web1"})
+	if st != "success" {
+		t.Fatalf("rename web1 to web1: %s %v", st, res)
+	}
+	if i, ok := e.cfg.Instance("web1"); !ok || i.Name != "web1" {
+		t.Fatalf("after the rename to its own name: %v %v", i, ok)
+	}
+	nd.mu.Lock()
+	calls := strings.Join(nd.calls, "\n")
+	nd.mu.Unlock()
+	if !strings.Contains(calls, nodeapi.OSRename) {
+		t.Fatalf("the OS rename script did not run; calls:\n%s", calls)
+	}
+}
+
+// TestInstanceModifyEmptyPrivateOSParams: Ganeti's gnt-instance modify
+// sends osparams_private={} with every change; only a non-empty one asks
+// for something Corral refuses.
+func TestInstanceModifyEmptyPrivateOSParams(t *testing.T) {
+	e := openEnv(t, filepath.Join(t.TempDir(), "s.db"), newNodeDouble(), true)
+	defer e.close()
+	if st, res := e.run(t, create("web1", nil)); st != "success" {
+		t.Fatalf("create: %s %v", st, res)
+	}
+	op := map[string]any{"OP_ID": "OP_INSTANCE_SET_PARAMS", "instance_name": "web1",
+		"beparams": map[string]any{"vcpus": 2}, "osparams_private": map[string]any{}}
+	if st, res := e.run(t, op); st != "success" {
+		t.Fatalf("modify with an empty osparams_private: %s %v", st, res)
+	}
+	op["osparams_private"] = map[string]any{"secret": "x"}
+	if st, res := e.run(t, op); st != "error" || !strings.Contains(mustJSON(res), "private OS parameters") {
+		t.Fatalf("modify with private OS parameters: %s %v", st, res)
+	}
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }

@@ -21,7 +21,7 @@ func osLU(id string) LU {
 }
 
 // osFields are the output fields of OP_OS_DIAGNOSE, as Ganeti's OS query.
-var osFields = []string{"name", "valid", "variants", "node_status", "hidden", "blacklisted", "api_versions", "parameters", "trusted"}
+var osFields = []string{"name", "valid", "variants", "node_status", "hidden", "blacklisted", "api_versions", "parameters", "trusted", "os_hvp", "osparams"}
 
 // OSStatus is what the cluster knows of one OS definition: its merge over
 // every vm_capable, online node that answered.
@@ -35,9 +35,12 @@ type OSStatus struct {
 	Parameters  [][2]string
 	APIVersions []int
 	// NodeStatus maps a node name to what it reported for this OS:
-	// [[path, valid, error, variants, parameters, api_versions]], empty when
-	// the node lacks the OS.
+	// [[path, valid, error, variants, parameters, api_versions, trusted]]
+	// (Ganeti 3.0's seven items), empty when the node lacks the OS.
 	NodeStatus map[string][]any
+	// OSParams are the cluster's parameters of this OS, keyed by the OS
+	// name and by each OS+variant name that has some.
+	OSParams map[string]config.Params
 }
 
 // MergeOS combines each node's OS list as Ganeti does: an OS is valid only
@@ -78,7 +81,7 @@ func MergeOS(perNode map[string][]nodeapi.OSInfo, c *config.Cluster) []OSStatus 
 				st.Valid = false
 				continue
 			}
-			st.NodeStatus[n] = []any{[]any{o.Path, o.Valid, o.Error, osStrings(o.Variants), osPairs(o.Parameters), osInts(o.APIVersions)}}
+			st.NodeStatus[n] = []any{[]any{o.Path, o.Valid, o.Error, osStrings(o.Variants), osPairs(o.Parameters), osInts(o.APIVersions), o.Trusted}}
 			if !o.Valid {
 				st.Valid = false
 			}
@@ -97,7 +100,23 @@ func MergeOS(perNode map[string][]nodeapi.OSInfo, c *config.Cluster) []OSStatus 
 			// Ganeti reports nothing it could not use on every node.
 			st.Variants, st.Parameters, st.APIVersions = nil, nil, nil
 		}
+		st.OSParams = map[string]config.Params{}
+		if c != nil {
+			for _, key := range append([]string{name}, variantNames(name, st.Variants)...) {
+				if p, ok := c.OSParams[key]; ok {
+					st.OSParams[key] = p
+				}
+			}
+		}
 		out = append(out, st)
+	}
+	return out
+}
+
+func variantNames(name string, variants []string) []string {
+	out := make([]string, len(variants))
+	for i, v := range variants {
+		out[i] = name + "+" + v
 	}
 	return out
 }
@@ -144,6 +163,10 @@ func (s *OSStatus) field(name string) any {
 		return osPairs(s.Parameters)
 	case "trusted":
 		return s.Trusted
+	case "os_hvp":
+		return map[string]any{} // Corral keeps no per-OS hypervisor parameters
+	case "osparams":
+		return s.OSParams
 	}
 	return nil
 }

@@ -25,34 +25,44 @@ func TestMergeOS(t *testing.T) {
 		{
 			name:    "one node",
 			perNode: map[string][]nodeapi.OSInfo{"n1": {full}},
-			want: OSStatus{Name: "deb", Valid: true, Trusted: true, Variants: []string{"a", "b"}, Parameters: full.Parameters, APIVersions: []int{15, 20},
-				NodeStatus: map[string][]any{"n1": {[]any{"/os/deb", true, "", []string{"a", "b"}, full.Parameters, []int{15, 20}}}}},
+			want: OSStatus{OSParams: map[string]config.Params{}, Name: "deb", Valid: true, Trusted: true, Variants: []string{"a", "b"}, Parameters: full.Parameters, APIVersions: []int{15, 20},
+				NodeStatus: map[string][]any{"n1": {[]any{"/os/deb", true, "", []string{"a", "b"}, full.Parameters, []int{15, 20}, true}}}},
 		},
 		{
 			name:    "what every node offers",
 			perNode: map[string][]nodeapi.OSInfo{"n1": {full}, "n2": {less}},
 			cluster: &config.Cluster{HiddenOS: []string{"deb"}},
-			want: OSStatus{Name: "deb", Valid: true, Trusted: true, Hidden: true, Variants: []string{"b"}, Parameters: [][2]string{{"p2", "d2"}}, APIVersions: []int{20},
+			want: OSStatus{OSParams: map[string]config.Params{}, Name: "deb", Valid: true, Trusted: true, Hidden: true, Variants: []string{"b"}, Parameters: [][2]string{{"p2", "d2"}}, APIVersions: []int{20},
 				NodeStatus: map[string][]any{
-					"n1": {[]any{"/os/deb", true, "", []string{"a", "b"}, full.Parameters, []int{15, 20}}},
-					"n2": {[]any{"/os/deb", true, "", []string{"b", "c"}, less.Parameters, []int{20}}},
+					"n1": {[]any{"/os/deb", true, "", []string{"a", "b"}, full.Parameters, []int{15, 20}, true}},
+					"n2": {[]any{"/os/deb", true, "", []string{"b", "c"}, less.Parameters, []int{20}, true}},
 				}},
 		},
 		{
 			name:    "missing on a node",
 			perNode: map[string][]nodeapi.OSInfo{"n1": {full}, "n2": {}},
 			cluster: &config.Cluster{BlacklistedOS: []string{"deb"}},
-			want: OSStatus{Name: "deb", Valid: false, Trusted: true, Blacklisted: true,
-				NodeStatus: map[string][]any{"n1": {[]any{"/os/deb", true, "", []string{"a", "b"}, full.Parameters, []int{15, 20}}}, "n2": {}}},
+			want: OSStatus{OSParams: map[string]config.Params{}, Name: "deb", Valid: false, Trusted: true, Blacklisted: true,
+				NodeStatus: map[string][]any{"n1": {[]any{"/os/deb", true, "", []string{"a", "b"}, full.Parameters, []int{15, 20}, true}}, "n2": {}}},
 		},
 		{
 			name:    "invalid on a node",
 			perNode: map[string][]nodeapi.OSInfo{"n1": {broken}, "n2": {full}},
-			want: OSStatus{Name: "deb", Valid: false, Trusted: false,
+			want: OSStatus{OSParams: map[string]config.Params{}, Name: "deb", Valid: false, Trusted: false,
 				NodeStatus: map[string][]any{
-					"n1": {[]any{"/os/deb", false, "no create script", []string{}, [][2]string{}, []int{}}},
-					"n2": {[]any{"/os/deb", true, "", []string{"a", "b"}, full.Parameters, []int{15, 20}}},
+					"n1": {[]any{"/os/deb", false, "no create script", []string{}, [][2]string{}, []int{}, false}},
+					"n2": {[]any{"/os/deb", true, "", []string{"a", "b"}, full.Parameters, []int{15, 20}, true}},
 				}},
+		},
+		{
+			// Ganeti 3.0's os query lists the cluster's parameters of the
+			// OS and of each of its variants.
+			name:    "cluster parameters",
+			perNode: map[string][]nodeapi.OSInfo{"n1": {full}},
+			cluster: &config.Cluster{OSParams: map[string]config.Params{"deb": {"p1": "x"}, "deb+b": {"p2": "y"}, "other": {"p1": "z"}}},
+			want: OSStatus{Name: "deb", Valid: true, Trusted: true, Variants: []string{"a", "b"}, Parameters: full.Parameters, APIVersions: []int{15, 20},
+				NodeStatus: map[string][]any{"n1": {[]any{"/os/deb", true, "", []string{"a", "b"}, full.Parameters, []int{15, 20}, true}}},
+				OSParams:   map[string]config.Params{"deb": {"p1": "x"}, "deb+b": {"p2": "y"}}},
 		},
 	}
 	for _, c := range cases {

@@ -70,7 +70,22 @@ func (lu *clusterVerifyLU) Result() any {
 	if msgs == nil {
 		msgs = []string{}
 	}
-	return map[string]any{"ok": lu.Errors == 0, "errors": lu.Errors, "warnings": lu.Warnings, "messages": msgs}
+	return map[string]any{"ok": lu.Errors == 0, "errors": lu.Errors, "warnings": lu.Warnings, "messages": msgs,
+		"jobs": lu.ganetiJobs()}
+}
+
+// ganetiJobs is the "jobs" key of Ganeti's answer (constants.JOB_IDS_KEY):
+// Ganeti's OP_CLUSTER_VERIFY submits verification jobs and lists them as
+// [submitted, job id or error], and gnt-cluster verify waits for each and
+// exits 1 when one failed. Corral verifies within this job, so it lists
+// none, except that errors found are listed the way Ganeti lists a job it
+// could not submit, [false, message], so that gnt-cluster verify prints
+// the message and exits 1 as it does when Ganeti finds errors.
+func (lu *clusterVerifyLU) ganetiJobs() []any {
+	if lu.Errors == 0 {
+		return []any{}
+	}
+	return []any{[]any{false, fmt.Sprintf("Cluster verification found %d error(s)", lu.Errors)}}
 }
 
 func (lu *clusterVerifyLU) verifyConfig(p *Processor) {

@@ -82,3 +82,28 @@ func TestClockSkewSaturates(t *testing.T) {
 		t.Errorf("skew %v, want 1.5s", skew)
 	}
 }
+
+// TestVerifyResultForGanetiClient: Ganeti's gnt-cluster verify reads the
+// result's "jobs" list and exits 1 when an entry is not a success; errors
+// found must show there, and a clean cluster must list nothing.
+func TestVerifyResultForGanetiClient(t *testing.T) {
+	clean := (&clusterVerifyLU{}).Result().(map[string]any)
+	if jobs, ok := clean["jobs"].([]any); !ok || len(jobs) != 0 {
+		t.Fatalf("clean verify: jobs %#v, want an empty list", clean["jobs"])
+	}
+	lu := &clusterVerifyLU{}
+	lu.errf("node %s: down", "n2")
+	lu.warnf("just a warning")
+	res := lu.Result().(map[string]any)
+	jobs, _ := res["jobs"].([]any)
+	if len(jobs) != 1 {
+		t.Fatalf("verify with an error: jobs %#v, want one failed entry", res["jobs"])
+	}
+	entry, _ := jobs[0].([]any)
+	if len(entry) != 2 || entry[0] != false || !strings.Contains(entry[1].(string), "1 error(s)") {
+		t.Fatalf("failed entry %#v, want [false, message naming the errors]", jobs[0])
+	}
+	if res["ok"] != false || res["errors"] != 1 {
+		t.Fatalf("Corral's keys changed: %v", res)
+	}
+}

@@ -50,6 +50,20 @@ type DB struct {
 	instances                           map[string]entry[*config.Instance]
 	nodeByName, groupByName, instByName *nameIndex
 	macs                                map[string]string
+	// changed is closed by the next Apply (see Changed); nil until asked.
+	changed chan struct{}
+}
+
+// Changed returns a channel closed at the next change of the cached
+// configuration, for code that keeps something derived from it current
+// (Ganeti's ssconf files in drop-in mode). Ask again after each change.
+func (db *DB) Changed() <-chan struct{} {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.changed == nil {
+		db.changed = make(chan struct{})
+	}
+	return db.changed
 }
 
 // Open loads the configuration. ErrNoCluster is returned when no cluster was

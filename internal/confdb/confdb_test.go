@@ -149,3 +149,34 @@ func TestOpenEmptyStore(t *testing.T) {
 		t.Fatalf("empty store: %v", err)
 	}
 }
+
+// Changed wakes whoever keeps something derived from the configuration
+// (the ssconf files of Ganeti drop-in mode) once per change, and only then.
+func TestChangedSignalsEachCommit(t *testing.T) {
+	db, _ := open(t)
+	ch := db.Changed()
+	if db.Changed() != ch {
+		t.Fatal("a second ask before any change got another channel")
+	}
+	select {
+	case <-ch:
+		t.Fatal("signalled before any change")
+	default:
+	}
+	tx := db.Begin()
+	tx.PutInstance(inst("web1", "aa:00:00:00:00:01"))
+	if err := db.Commit(context.Background(), tx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+	default:
+		t.Fatal("not signalled after a commit")
+	}
+	next := db.Changed()
+	select {
+	case <-next:
+		t.Fatal("the next channel is already closed")
+	default:
+	}
+}

@@ -263,6 +263,10 @@ func (tx *Tx) nameIndex(key, uuid string) {
 func (db *DB) Apply(tx *Tx, rev int64) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	if db.changed != nil {
+		close(db.changed)
+		db.changed = nil
+	}
 	if tx.cluster != nil {
 		db.cluster = entry[*config.Cluster]{tx.cluster.Clone(), rev}
 	}

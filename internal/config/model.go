@@ -134,6 +134,13 @@ type Cluster struct {
 	SSHKeyBits                     int    `json:"ssh_key_bits,omitempty"`
 	ModifySSHSetup                 *bool  `json:"modify_ssh_setup,omitempty"`
 	MasterCapabilityRAPIModifiable bool   `json:"master_capability_rapi_modifiable,omitempty"`
+
+	// GanetiDropin makes the master stand in for a Ganeti master on its
+	// machine (package ganetidropin): it also serves LUXI on Ganeti's
+	// socket paths and keeps Ganeti's ssconf files current, under the
+	// root prefix GanetiRoot ("" = /; tests use a temporary directory).
+	GanetiDropin bool   `json:"ganeti_dropin,omitempty"`
+	GanetiRoot   string `json:"ganeti_root,omitempty"`
 }
 
 // DefaultHypervisor is the first enabled one, as in Ganeti.

@@ -65,7 +65,14 @@ type Options struct {
 	// serves the cluster; with NoForward a standby answers every call with
 	// an error naming the master.
 	NoForward bool
-	Log       func(format string, args ...any)
+	// GanetiDropin turns on Ganeti drop-in mode (package ganetidropin):
+	// Ganeti's own tools then work against the dev cluster with
+	// GANETI_ROOTDIR=<GanetiRoot> GANETI_HOSTNAME=node1 (both in the env
+	// file). GanetiRoot defaults to <state-dir>/ganeti/node1; "/" is the
+	// machine's own /var/lib/ganeti and /var/run/ganeti.
+	GanetiDropin bool
+	GanetiRoot   string
+	Log          func(format string, args ...any)
 }
 
 // Proc is a daemon the dev cluster started.
@@ -103,6 +110,19 @@ type State struct {
 	// Created is true when Up created the state directory, so purge may
 	// remove it whole; otherwise purge removes only what Up put there.
 	Created bool `json:"created"`
+	// GanetiRoot is the root prefix of Ganeti drop-in mode, when on ("/"
+	// for the machine's own paths).
+	GanetiRoot string `json:"ganeti_root,omitempty"`
+}
+
+// GanetiEnv is the environment Ganeti's tools need to find a dev cluster
+// in drop-in mode ("NAME=value" entries; none for the machine's own root
+// or without drop-in mode).
+func (st *State) GanetiEnv() []string {
+	if st.GanetiRoot == "" || st.GanetiRoot == "/" {
+		return nil
+	}
+	return []string{"GANETI_ROOTDIR=" + st.GanetiRoot, "GANETI_HOSTNAME=" + st.Master}
 }
 
 // RunDirFor derives a short run directory from the state directory, so unix
@@ -165,6 +185,14 @@ func (o *Options) fill() error {
 	}
 	if o.Masters == 0 {
 		o.Masters = 1
+	}
+	if o.GanetiRoot != "" && !o.GanetiDropin {
+		return errors.New("a Ganeti root is only used with Ganeti drop-in mode: add --ganeti-dropin")
+	}
+	if o.GanetiDropin && o.GanetiRoot == "" {
+		// Ganeti's tools require GANETI_ROOTDIR's last component to be
+		// the node name they run as: the master, node1.
+		o.GanetiRoot = filepath.Join(o.StateDir, "ganeti", "node1")
 	}
 	if o.Masters < 1 || o.Masters > maxMasters {
 		return fmt.Errorf("%d masters: a dev cluster runs 1 to %d master candidates", o.Masters, maxMasters)
@@ -262,7 +290,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	}
 	runDir := RunDirFor(o.StateDir)
 	l := bootstrap.Layout{StateDir: o.StateDir, RunDir: runDir}
-	st := &State{StateDir: o.StateDir, RunDir: runDir, Socket: l.Socket(), Master: "node1", IPs: ips, RPCPort: rpcPort, Created: created}
+	st := &State{StateDir: o.StateDir, RunDir: runDir, Socket: l.Socket(), Master: "node1", IPs: ips, RPCPort: rpcPort, Created: created, GanetiRoot: o.GanetiRoot}
 	hvp := map[string]config.Params{}
 	if o.ImageDir != "" {
 		hvp["kvm"] = config.Params{
@@ -274,6 +302,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err := bootstrap.Init(ctx, bootstrap.InitOptions{
 		Name: o.Name, Layout: l, MasterName: "node1", MasterIP: ips[0], RPCPort: rpcPort, JoinPort: joinPort,
 		EnabledHypervisors: o.Hypervisors, HVParams: hvp, SetOwners: true, NodeDirName: "node1",
+		GanetiDropin: o.GanetiDropin, GanetiRoot: o.GanetiRoot,
 	}); err != nil {
 		return nil, err
 	}
@@ -508,6 +537,9 @@ func addNode(ctx context.Context, c *luxi.Client, name, ip string) error {
 
 func writeEnv(st *State) error {
 	env := fmt.Sprintf("export CORRAL_STATE_DIR=%s\nexport CORRAL_RUN_DIR=%s\nexport CORRAL_SOCKET=%s\n", st.StateDir, st.RunDir, st.Socket)
+	for _, kv := range st.GanetiEnv() {
+		env += "export " + kv + "\n"
+	}
 	return os.WriteFile(filepath.Join(st.StateDir, "env"), []byte(env), 0o644)
 }
 

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corral/corral/internal/ganetidropin"
 	"github.com/corral/corral/internal/hypervisor/kvm"
 	"github.com/corral/corral/internal/netdev"
 )
@@ -67,6 +68,9 @@ func Down(ctx context.Context, stateDir string, purge bool, logf func(string, ..
 		return err
 	}
 	if purge {
+		if st.GanetiRoot != "" {
+			removeSsconf(st.GanetiRoot, logf)
+		}
 		if st.Created {
 			logf("Removing %s", abs)
 			return os.RemoveAll(abs)
@@ -74,7 +78,7 @@ func Down(ctx context.Context, stateDir string, purge bool, logf func(string, ..
 		// Not ours to remove whole: only what Up put there.
 		logf("Removing the dev cluster's files from %s", abs)
 		for _, e := range ents {
-			if e.Name() == "logs" || e.Name() == "master" || e.Name() == "env" || e.Name() == "dev.json" || e.Name() == "etcd" || e.Name() == "rapi" || e.Name() == RAPIEnvFile || strings.HasPrefix(e.Name(), "node") {
+			if e.Name() == "logs" || e.Name() == "master" || e.Name() == "env" || e.Name() == "dev.json" || e.Name() == "etcd" || e.Name() == "rapi" || e.Name() == RAPIEnvFile || e.Name() == "ganeti" || strings.HasPrefix(e.Name(), "node") {
 				if err := os.RemoveAll(filepath.Join(abs, e.Name())); err != nil {
 					return err
 				}
@@ -83,6 +87,18 @@ func Down(ctx context.Context, stateDir string, purge bool, logf func(string, ..
 		return nil
 	}
 	return os.Remove(filepath.Join(abs, "dev.json"))
+}
+
+// removeSsconf removes the ssconf files drop-in mode wrote under root, so
+// that Ganeti's tools no longer find a cluster there.
+func removeSsconf(root string, logf func(string, ...any)) {
+	l := ganetidropin.Layout{Root: root}
+	logf("Removing the Ganeti ssconf files from %s", l.DataDir())
+	for _, k := range ganetidropin.Keys() {
+		if err := os.Remove(l.SsconfPath(k)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			logf("  %v", err)
+		}
+	}
 }
 
 // alive checks the pid still runs the binary we started (pids get reused).

@@ -134,6 +134,8 @@ that command.
 	f.StringVar(&o.MACPrefix, "mac-prefix", config.DefaultMACPrefix, "prefix of generated MAC addresses")
 	f.StringArrayVarP(&hvParams, "hypervisor-parameters", "H", nil, "hypervisor defaults, HV:key=val,... (repeatable)")
 	f.StringVar(&storeName, "store", storecfg.BackendBolt, "where the configuration and job queue live: bbolt (one file on this machine) or etcd")
+	f.BoolVar(&o.GanetiDropin, "ganeti-dropin", false, "Ganeti drop-in mode: corrald also serves LUXI on Ganeti's sockets (/var/run/ganeti/socket/ganeti-query and\nganeti-master) and keeps Ganeti's ssconf files in /var/lib/ganeti, so Ganeti's gnt-* tools work unchanged (see docs/GANETI.md)")
+	f.StringVar(&o.GanetiRoot, "ganeti-root", "", "with --ganeti-dropin: root prefix of Ganeti's paths, for tests (default /)")
 	f.StringVar(&uidPool, "uid-pool", "", `uid ranges for confined qemu, e.g. "2000-2099"; kvm instances then default to security_model pool with use_chroot`)
 	e.register(f)
 	return cmd
@@ -314,6 +316,9 @@ by side. Needs root. Prints how to reach the cluster.`,
 			}
 			fmt.Fprintf(d.Stdout, "\nDev cluster up: master node1, nodes %s.\nTo use it:\n  . %s/env\n  corral node list\nStop it with: corral dev down --state-dir %s\n",
 				strings.Join(st.Nodes, ", "), st.StateDir, st.StateDir)
+			if st.GanetiRoot != "" {
+				fmt.Fprintf(d.Stdout, "Ganeti drop-in mode (root %s): Ganeti's own tools work too, e.g.\n  . %s/env && gnt-cluster info\n", st.GanetiRoot, st.StateDir)
+			}
 			return nil
 		},
 	}
@@ -326,6 +331,8 @@ by side. Needs root. Prints how to reach the cluster.`,
 	up.Flags().StringVar(&o.Store, "store", storecfg.BackendBolt, "store backend: bbolt, or etcd on members the dev cluster starts")
 	up.Flags().IntVar(&o.EtcdMembers, "etcd-members", 1, "with --store etcd: how many etcd members to run (1 or 3)")
 	up.Flags().BoolVar(&o.ManagedEtcd, "managed-etcd", false, "with --store etcd: let Corral manage the etcd members, so promoting a node to master candidate adds a member its node daemon runs and demoting removes it")
+	up.Flags().BoolVar(&o.GanetiDropin, "ganeti-dropin", false, "Ganeti drop-in mode: corrald also serves Ganeti's LUXI sockets and ssconf files, so Ganeti's gnt-* tools work\nwith GANETI_ROOTDIR and GANETI_HOSTNAME from the env file (see docs/GANETI.md)")
+	up.Flags().StringVar(&o.GanetiRoot, "ganeti-root", "", "with --ganeti-dropin: root prefix of Ganeti's paths (default <state-dir>/ganeti/node1; \"/\" for the machine's own)")
 	up.Flags().IntVar(&o.Masters, "masters", 1, "with --store etcd: corrald master candidates to run (one is elected; the others stand by)")
 	var purge bool
 	down := &cobra.Command{

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
 	"sync"
 )
 
@@ -88,8 +87,6 @@ func (rb *replyBuf) success(result any) error {
 		return fmt.Errorf("encoding result: %w", err)
 	}
 	rb.b.Truncate(rb.b.Len() - 1) // Encode's trailing newline
-	rb.b.WriteString(`,"version":`)
-	rb.b.Write(strconv.AppendInt(rb.b.AvailableBuffer(), ProtocolVersion, 10))
 	rb.b.WriteString("}\x03")
 	return nil
 }
@@ -246,10 +243,9 @@ func (in *inbox) growLong(n int) error {
 }
 
 // decodeCall is DecodeRequest on the server's hot path. A request in the
-// shape clients send (a plain ASCII method, the version as encodeRequest
-// writes it, no escapes in the keys) is split in one pass over the bytes,
-// once they are known to be valid JSON, instead of being decoded into a
-// map and then each part again. Anything else goes to DecodeRequest,
+// shape clients send (a plain ASCII method, no escapes in the keys) is
+// split in one pass over the bytes, once they are known to be valid JSON,
+// instead of being decoded into a map and then each part again. Anything else goes to DecodeRequest,
 // which decides and words the errors. The arguments alias msg.
 func decodeCall(msg []byte) (string, []json.RawMessage, error) {
 	if method, args, ok := splitRequest(msg); ok {
@@ -271,8 +267,6 @@ func splitRequest(msg []byte) (method string, args []json.RawMessage, ok bool) {
 		return "", nil, false
 	}
 	var rawMethod, rawArgs []byte
-	var vbuf [20]byte
-	version := strconv.AppendInt(vbuf[:0], ProtocolVersion, 10)
 	i = skipSpace(msg, i+1)
 	for i < len(msg) && msg[i] != '}' {
 		if msg[i] != '"' {
@@ -290,16 +284,13 @@ func splitRequest(msg []byte) (method string, args []json.RawMessage, ok bool) {
 		i = skipSpace(msg, i+1)
 		vend := skipValue(msg, i)
 		val := msg[i:vend]
-		// Later duplicates win, as when decoding into a map.
+		// Later duplicates win, as when decoding into a map. Any other
+		// key, "version" among them, is ignored.
 		switch string(key) {
 		case keyMethod:
 			rawMethod = val
 		case keyArgs:
 			rawArgs = val
-		case keyVersion:
-			if string(val) != "null" && !bytes.Equal(val, version) {
-				return "", nil, false
-			}
 		}
 		i = skipSpace(msg, vend)
 		if i < len(msg) && msg[i] == ',' {

@@ -14,8 +14,12 @@ import (
 	"github.com/corral/corral/internal/ecode"
 )
 
-// ProtocolVersion is carried in every message. Ganeti uses its configuration
-// version, 1000000*major + 10000*minor; 3010000 is Ganeti 3.1.
+// ProtocolVersion is what Corral's client puts in a request's "version" key.
+// Ganeti numbers it like its configuration version, 1000000*major +
+// 10000*minor (3010000 is Ganeti 3.1). The server side ignores the key, as
+// Ganeti's own servers do: Ganeti 2.x and 3.x clients send their own number
+// (3000000 from 3.0) or none, and a reply with a version their client does
+// not expect is refused by it, so replies carry none.
 const ProtocolVersion = 3010000
 
 // Wire keys, spelled exactly as Ganeti does. They are matched case-sensitively
@@ -28,13 +32,14 @@ const (
 	keyResult  = "result"
 )
 
-// ErrVersion marks a peer that speaks another protocol version.
+// ErrVersion marks a reply carrying a version other than the one the
+// request was sent with.
 var ErrVersion = errors.New("luxi: protocol version mismatch")
 
 // DecodeRequest parses one request message. It checks everything the server
-// relies on: a JSON object with a non-empty string "method", an "args" list,
-// and, when present, an integer "version" equal to ProtocolVersion. The
-// arguments stay undecoded so each method can decode its own.
+// relies on: a JSON object with a non-empty string "method" and an "args"
+// list. A "version" key, whatever it holds, is ignored, as Ganeti's servers
+// ignore it. The arguments stay undecoded so each method can decode its own.
 func DecodeRequest(msg []byte) (method string, args []json.RawMessage, err error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(msg, &obj); err != nil {
@@ -66,15 +71,6 @@ func DecodeRequest(msg []byte) (method string, args []json.RawMessage, err error
 	if args == nil {
 		args = []json.RawMessage{}
 	}
-	if rawVersion, ok := obj[keyVersion]; ok && !isJSONNull(rawVersion) {
-		var v int64
-		if err := json.Unmarshal(rawVersion, &v); err != nil {
-			return "", nil, fmt.Errorf("request version is not an integer: %w", err)
-		}
-		if v != ProtocolVersion {
-			return "", nil, fmt.Errorf("%w: client %d, server %d", ErrVersion, v, ProtocolVersion)
-		}
-	}
 	return method, args, nil
 }
 
@@ -90,11 +86,11 @@ func encodeRequest(method string, args []any) ([]byte, error) {
 	}{method, args, ProtocolVersion})
 }
 
-// response is the wire form of a reply.
+// response is the wire form of a reply: no "version" key, as from Ganeti's
+// servers.
 type response struct {
 	Success bool            `json:"success"`
 	Result  json.RawMessage `json:"result"`
-	Version int             `json:"version"`
 }
 
 // encodeSuccess builds a success reply; it fails only when result cannot be
@@ -104,7 +100,7 @@ func encodeSuccess(result any) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding result: %w", err)
 	}
-	return json.Marshal(response{Success: true, Result: raw, Version: ProtocolVersion})
+	return json.Marshal(response{Success: true, Result: raw})
 }
 
 // encodeFailure builds a failure reply carrying err as Ganeti's encoded
@@ -122,12 +118,14 @@ func encodeFailure(err error) []byte {
 		// Only strings are inside; this cannot fail, but never send nothing.
 		raw = []byte(`["GenericError",["unencodable error"]]`)
 	}
-	out, _ := json.Marshal(response{Success: false, Result: raw, Version: ProtocolVersion})
+	out, _ := json.Marshal(response{Success: false, Result: raw})
 	return out
 }
 
 // decodeResponse parses a reply. A failure reply becomes an *ecode.Error; a
-// success reply yields the raw result.
+// success reply yields the raw result. A reply without a version (Ganeti's
+// servers and corrald send none) is fine; one with a version other than the
+// one this client sends is refused, as Ganeti's client refuses it.
 func decodeResponse(msg []byte) (json.RawMessage, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(msg, &obj); err != nil || obj == nil {

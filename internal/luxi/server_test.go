@@ -116,13 +116,13 @@ func (r *rawConn) recv() (success bool, result json.RawMessage) {
 	var resp struct {
 		Success bool            `json:"success"`
 		Result  json.RawMessage `json:"result"`
-		Version int             `json:"version"`
+		Version *int            `json:"version"`
 	}
 	if err := json.Unmarshal(msg, &resp); err != nil {
 		r.t.Fatalf("reply %q: %v", msg, err)
 	}
-	if resp.Version != ProtocolVersion {
-		r.t.Fatalf("reply version %d, want %d", resp.Version, ProtocolVersion)
+	if resp.Version != nil {
+		r.t.Fatalf("reply %q carries a version; Ganeti's client refuses one other than its own", msg)
 	}
 	return resp.Success, resp.Result
 }
@@ -274,6 +274,30 @@ func TestErrorsCrossTheWire(t *testing.T) {
 	}
 }
 
+// Ganeti's clients send their own release's number (3000000 from 3.0,
+// 2xx0000 from 2.x) or none, and refuse a reply whose version differs from
+// theirs. Every one of them is answered on the same connection, and no reply
+// carries a version (recv checks that).
+func TestServerAnswersEveryClientVersion(t *testing.T) {
+	s := startServer(t, echo, ServerOptions{})
+	r := dialRaw(t, s.Addr())
+	versions := []string{`3000000`, `2160000`, `2100000`, `3010000`, `null`, `"3.0"`, ``}
+	for _, v := range versions {
+		msg := `{"method":"QueryClusterInfo","args":[]` + map[bool]string{true: "", false: `,"version":` + v}[v == ""] + `}`
+		r.send(msg)
+		ok, res := r.recv()
+		var got struct{ Method string }
+		if err := json.Unmarshal(res, &got); !ok || err != nil || got.Method != "QueryClusterInfo" {
+			t.Fatalf("version %s: reply success=%v %s, want the echoed call", v, ok, res)
+		}
+	}
+	// And Corral's own client reads those version-less replies.
+	var out map[string]any
+	if err := dial(t, s.Addr()).Call(context.Background(), "QueryTags", []any{"cluster", ""}, &out); err != nil || out["method"] != "QueryTags" {
+		t.Fatalf("Corral's client against a version-less server: %v %v", out, err)
+	}
+}
+
 func TestMalformedRequestClosesOnlyThatConnection(t *testing.T) {
 	var logs bytes.Buffer
 	var logMu sync.Mutex
@@ -286,7 +310,6 @@ func TestMalformedRequestClosesOnlyThatConnection(t *testing.T) {
 		{"not json", `this is not json`, "not a JSON object"},
 		{"no method", `{"args":[]}`, "no method"},
 		{"args not a list", `{"method":"X","args":{"password":"hunter2"}}`, "not a list"},
-		{"wrong version", `{"method":"X","args":[],"version":2000000}`, "version mismatch"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

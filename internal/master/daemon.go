@@ -348,6 +348,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		defer bg.Done()
 		errc <- srv.Serve(ctx)
 	}()
+	d.serveGanetiDropin(ctx, &bg, srv)
 	if d.opts.ForwardAddress != "" && d.term != nil {
 		cfg, _, err := forwardTLS(d.opts.StateDir)
 		if err != nil {

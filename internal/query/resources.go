@@ -62,7 +62,7 @@ type OSRow struct {
 	Parameters  [][2]string
 	APIVersions []int
 	// NodeStatus maps a node name to [[path, valid, error, variants,
-	// parameters, api_versions]].
+	// parameters, api_versions, trusted]].
 	NodeStatus map[string][]any
 	// OSParams are the cluster's parameters of OS+variant names.
 	OSParams map[string]config.Params

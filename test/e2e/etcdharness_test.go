@@ -28,7 +28,8 @@ func requireEtcd(t *testing.T) {
 }
 
 // newClusterWith is newCluster for options clusterOpts does not carry, the
-// store backend among them. The directories and binaries are filled in.
+// store backend among them. The directories and binaries are filled in (the
+// OS directory when not given).
 func newClusterWith(t *testing.T, o devcluster.Options) *cluster {
 	t.Helper()
 	requireRoot(t)
@@ -39,7 +40,10 @@ func newClusterWith(t *testing.T, o devcluster.Options) *cluster {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	o.StateDir, o.BinDir, o.OSDir = dir, binDir, filepath.Join(repoDir, "os")
+	o.StateDir, o.BinDir = dir, binDir
+	if o.OSDir == "" {
+		o.OSDir = filepath.Join(repoDir, "os")
+	}
 	o.Log = func(f string, a ...any) { t.Logf(f, a...) }
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
