@@ -11,6 +11,7 @@ import (
 
 	"github.com/corral/corral/internal/atomicfile"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/layout"
 	"github.com/corral/corral/internal/pair"
 	"github.com/corral/corral/internal/secret"
 )
@@ -24,7 +25,7 @@ import (
 // told about themselves (both in the master's state directory).
 const (
 	DirPairing = "pairing"
-	DirPeers   = "peers"
+	DirPeers   = layout.PeersDir
 )
 
 // Invitation is an open pairing invitation as stored on the master.
