@@ -42,6 +42,8 @@ const (
 	StagedDomainSecretFile = "cluster-domain-secret.staged"
 	// PeersDir holds what paired clusters said of themselves.
 	PeersDir = "peers"
+	// PairingDir holds the open pairing invitations.
+	PairingDir = "pairing"
 )
 
 // LUXISocketFile is the LUXI socket's name in the master's run directory.
