@@ -1,7 +1,8 @@
 // Package cmd_test checks what each binary links. corral-node runs as root
-// on every node and corral-rapi is the public HTTP front: neither may carry
-// the master's code, which a stray import of a constant would pull in
-// whole (and with it everything the master imports).
+// on every node, corral-rapi is the public HTTP front and every corral
+// call pays for what the CLI links at start: none may carry the master's
+// code, which a stray import of a constant would pull in whole (and with
+// it everything the master imports).
 package cmd_test
 
 import (
@@ -17,6 +18,13 @@ const module = "github.com/corral/corral/"
 // must not link, with the reason.
 var forbidden = map[string]map[string]string{
 	"./cmd/corral-node": {
+		"internal/master":   "corrald itself",
+		"internal/cmdlib":   "the logical units",
+		"internal/jobqueue": "the job queue",
+		"internal/query":    "the query language of the master",
+		"internal/election": "the master election",
+	},
+	"./cmd/corral": {
 		"internal/master":   "corrald itself",
 		"internal/cmdlib":   "the logical units",
 		"internal/jobqueue": "the job queue",
