@@ -12,9 +12,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/corral/corral/internal/bootstrap"
 	"github.com/corral/corral/internal/failpoint"
 	"github.com/corral/corral/internal/hypervisor"
+	"github.com/corral/corral/internal/layout"
 	"github.com/corral/corral/internal/nodeserver"
 	"github.com/corral/corral/internal/osapi"
 	"github.com/corral/corral/internal/pki"
@@ -54,8 +54,8 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	stateDir := fs.String("state-dir", env("CORRAL_NODE_STATE_DIR", bootstrap.DefaultStateDir+"/node"), "this node daemon's state directory (env CORRAL_NODE_STATE_DIR)")
-	runDir := fs.String("run-dir", env("CORRAL_NODE_RUN_DIR", bootstrap.DefaultRunDir+"/node"), "runtime directory for instance sockets; keep it short (env CORRAL_NODE_RUN_DIR)")
+	stateDir := fs.String("state-dir", env("CORRAL_NODE_STATE_DIR", layout.DefaultStateDir+"/node"), "this node daemon's state directory (env CORRAL_NODE_STATE_DIR)")
+	runDir := fs.String("run-dir", env("CORRAL_NODE_RUN_DIR", layout.DefaultRunDir+"/node"), "runtime directory for instance sockets; keep it short (env CORRAL_NODE_RUN_DIR)")
 	listen := fs.String("listen", "127.0.0.1:1811", "address to serve RPC on (the node's primary IP and the cluster's RPC port)")
 	osPath := fs.String("os-path", "", "colon-separated OS definition directories searched before the defaults")
 	osOnly := fs.Bool("os-path-only", false, "search only the --os-path directories, not the default ones (Corral's and Ganeti's); for hermetic test clusters")
@@ -112,7 +112,7 @@ Flags:
 
 func join(args []string) error {
 	fs := flag.NewFlagSet("corral-node join", flag.ContinueOnError)
-	stateDir := fs.String("state-dir", env("CORRAL_NODE_STATE_DIR", bootstrap.DefaultStateDir+"/node"), "this node daemon's state directory")
+	stateDir := fs.String("state-dir", env("CORRAL_NODE_STATE_DIR", layout.DefaultStateDir+"/node"), "this node daemon's state directory")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

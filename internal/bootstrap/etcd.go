@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/corral/corral/internal/etcdproc"
-	"github.com/corral/corral/internal/master"
+	"github.com/corral/corral/internal/layout"
 	"github.com/corral/corral/internal/pki"
 	"github.com/corral/corral/internal/storecfg"
 )
@@ -72,7 +72,7 @@ func IssueEtcdClientCert(l Layout, setOwners bool) error {
 	if _, err := os.Stat(certPath); err == nil {
 		return nil
 	}
-	ca, err := pki.LoadCA(filepath.Join(md, master.FileCA), filepath.Join(md, master.FileCAKey))
+	ca, err := pki.LoadCA(filepath.Join(md, layout.MasterCAFile), filepath.Join(md, layout.MasterCAKeyFile))
 	if err != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ func running(pid int) bool {
 // machine) and a copy of the cluster CA where only their user reads them.
 func etcdFiles(l Layout, ip net.IP, acct Account, setOwners bool) (etcdproc.TLSFiles, error) {
 	md := l.MasterDir()
-	ca, err := pki.LoadCA(filepath.Join(md, master.FileCA), filepath.Join(md, master.FileCAKey))
+	ca, err := pki.LoadCA(filepath.Join(md, layout.MasterCAFile), filepath.Join(md, layout.MasterCAKeyFile))
 	if err != nil {
 		return etcdproc.TLSFiles{}, err
 	}

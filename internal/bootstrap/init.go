@@ -13,8 +13,7 @@ import (
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/ganetidropin"
 	"github.com/corral/corral/internal/hypervisor"
-	"github.com/corral/corral/internal/master"
-	"github.com/corral/corral/internal/nodeserver"
+	"github.com/corral/corral/internal/layout"
 	"github.com/corral/corral/internal/pki"
 	"github.com/corral/corral/internal/store/boltstore"
 	"github.com/corral/corral/internal/storecfg"
@@ -55,7 +54,7 @@ func Init(ctx context.Context, o InitOptions) error {
 	}
 	l := o.Layout
 	// A cluster moved to etcd has a store record and no bbolt file.
-	for _, f := range []string{master.FileStore, storecfg.FileName} {
+	for _, f := range []string{storecfg.FileBolt, storecfg.FileName} {
 		if _, err := os.Stat(filepath.Join(l.MasterDir(), f)); err == nil {
 			return ecode.Errorf(ecode.Exists, "a cluster is already initialised in %s (destroy it first)", l.StateDir)
 		}
@@ -124,14 +123,14 @@ func Init(ctx context.Context, o InitOptions) error {
 		return err
 	}
 	md := l.MasterDir()
-	if err := ca.Save(filepath.Join(md, master.FileCA), filepath.Join(md, master.FileCAKey)); err != nil {
+	if err := ca.Save(filepath.Join(md, layout.MasterCAFile), filepath.Join(md, layout.MasterCAKeyFile)); err != nil {
 		return err
 	}
 	ip := net.ParseIP(o.MasterIP)
-	if err := issue(ca, pki.RoleMaster, o.MasterName, ip, filepath.Join(md, master.FileMasterCert), filepath.Join(md, master.FileMasterKey)); err != nil {
+	if err := issue(ca, pki.RoleMaster, o.MasterName, ip, filepath.Join(md, layout.MasterCertFile), filepath.Join(md, layout.MasterKeyFile)); err != nil {
 		return err
 	}
-	if err := pki.WriteSecretFile(filepath.Join(md, master.FileDomainSecret), pki.NewDomainSecret()); err != nil {
+	if err := pki.WriteSecretFile(filepath.Join(md, layout.DomainSecretFile), pki.NewDomainSecret()); err != nil {
 		return err
 	}
 	nd := l.NodeDir(o.NodeDirName)
@@ -141,7 +140,7 @@ func Init(ctx context.Context, o InitOptions) error {
 	if err := initRAPI(ca, l, o.MasterName, ip, rapiOwner); err != nil {
 		return err
 	}
-	if err := writeConfig(ctx, o, filepath.Join(md, master.FileStore)); err != nil {
+	if err := writeConfig(ctx, o, filepath.Join(md, storecfg.FileBolt)); err != nil {
 		return err
 	}
 	if o.SetOwners {
@@ -175,10 +174,10 @@ func IssueNodeCert(ca *pki.CA, name string, ip net.IP, dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	if err := issue(ca, pki.RoleNode, name, ip, filepath.Join(dir, nodeserver.FileCert), filepath.Join(dir, nodeserver.FileKey)); err != nil {
+	if err := issue(ca, pki.RoleNode, name, ip, filepath.Join(dir, layout.NodeCertFile), filepath.Join(dir, layout.NodeKeyFile)); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, nodeserver.FileCA), ca.CertPEM(), 0o644)
+	return os.WriteFile(filepath.Join(dir, layout.NodeCAFile), ca.CertPEM(), 0o644)
 }
 
 func issue(ca *pki.CA, role pki.Role, name string, ip net.IP, certPath, keyPath string) error {

@@ -7,44 +7,12 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 
 	"github.com/corral/corral/internal/pki"
 	"github.com/corral/corral/internal/rapi"
 )
-
-// RAPIUser runs corral-rapi. It belongs to corral-admin only so that it can
-// use the LUXI socket; it owns nothing of the master's and can read none of
-// the cluster's private keys or its domain secret.
-const RAPIUser = "corral-rapi"
-
-// Files of the RAPI directory.
-const (
-	RAPICertFile  = "rapi.crt"
-	RAPIKeyFile   = "rapi.key"
-	RAPIUsersFile = "users"
-	// RAPICAFile is a copy of the cluster CA certificate, the one clients
-	// verify corral-rapi with.
-	RAPICAFile = "ca.pem"
-)
-
-// RAPIDir holds corral-rapi's certificate, key and users file
-// (corral-rapi, 0700).
-func (l Layout) RAPIDir() string { return filepath.Join(l.StateDir, "rapi") }
-
-// RAPICert is corral-rapi's certificate.
-func (l Layout) RAPICert() string { return filepath.Join(l.RAPIDir(), RAPICertFile) }
-
-// RAPIKey is corral-rapi's private key.
-func (l Layout) RAPIKey() string { return filepath.Join(l.RAPIDir(), RAPIKeyFile) }
-
-// RAPIUsers is corral-rapi's users file (Ganeti's format).
-func (l Layout) RAPIUsers() string { return filepath.Join(l.RAPIDir(), RAPIUsersFile) }
-
-// RAPICA is the CA certificate RAPI clients verify the server with.
-func (l Layout) RAPICA() string { return filepath.Join(l.RAPIDir(), RAPICAFile) }
 
 // RAPICredential is the identity corral-rapi runs with: its own user and
 // group, plus corral-admin for the LUXI socket.

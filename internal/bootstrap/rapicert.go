@@ -20,7 +20,7 @@ import (
 
 	"github.com/corral/corral/internal/atomicfile"
 	"github.com/corral/corral/internal/ecode"
-	"github.com/corral/corral/internal/master"
+	"github.com/corral/corral/internal/layout"
 	"github.com/corral/corral/internal/pki"
 )
 
@@ -43,7 +43,7 @@ type RAPICertInfo struct {
 // from which init derived them). It needs the CA key: root on the master.
 func RenewRAPICert(l Layout) (*RAPICertInfo, error) {
 	md := l.MasterDir()
-	ca, err := pki.LoadCA(filepath.Join(md, master.FileCA), filepath.Join(md, master.FileCAKey))
+	ca, err := pki.LoadCA(filepath.Join(md, layout.MasterCAFile), filepath.Join(md, layout.MasterCAKeyFile))
 	if err != nil {
 		return nil, ecode.Errorf(ecode.Environ, "cannot load the cluster CA from %s (run as root on the master node): %v", md, err)
 	}
@@ -147,7 +147,7 @@ func checkRAPIKey(pub crypto.PublicKey) error {
 // RAPI certificate carries.
 func rapiIdentity(l Layout) (string, []string, []net.IP, error) {
 	var errs []error
-	for _, p := range []string{l.RAPICert(), filepath.Join(l.MasterDir(), master.FileMasterCert)} {
+	for _, p := range []string{l.RAPICert(), filepath.Join(l.MasterDir(), layout.MasterCertFile)} {
 		data, err := os.ReadFile(p)
 		if err == nil {
 			var certs []*x509.Certificate

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/layout"
 	"github.com/corral/corral/internal/luxi"
 )
 
@@ -192,6 +193,7 @@ other failure.` + remoteHelp,
 		RunE:          groupRunE,
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		Version:       layout.Version,
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetIn(env.stdin())

@@ -15,6 +15,7 @@ import (
 	"github.com/corral/corral/internal/nodeapi"
 	"github.com/corral/corral/internal/opcodes"
 	"github.com/corral/corral/internal/pki"
+	"github.com/corral/corral/internal/store"
 	"github.com/corral/corral/internal/storecfg"
 )
 
@@ -243,7 +244,7 @@ func retryReconfig(ctx context.Context, f func() error) error {
 	deadline := time.Now().Add(etcdReconfigWait)
 	for {
 		err := f()
-		if !errors.Is(err, etcdproc.ErrReconfigUnsafe) || time.Now().After(deadline) {
+		if !errors.Is(err, store.ErrReconfigUnsafe) || time.Now().After(deadline) {
 			return err
 		}
 		if err := sleepCtx(ctx, etcdPoll); err != nil {
@@ -375,7 +376,7 @@ func (lu *nodeSetParamsLU) etcdPromote(ctx context.Context, s *StepCtx) error {
 		switch {
 		case err == nil:
 			continue // read the list again: the promotion shows there
-		case !errors.Is(err, etcdproc.ErrLearnerNotReady) && !errors.Is(err, etcdproc.ErrReconfigUnsafe):
+		case !errors.Is(err, store.ErrLearnerNotReady) && !errors.Is(err, store.ErrReconfigUnsafe):
 			return ecode.Errorf(ecode.Environ, "Cannot promote etcd member %s: %v", pl.Name, err)
 		case time.Now().After(deadline):
 			return ecode.Errorf(ecode.Environ, "etcd member %s did not catch up within %v (it stays a learner, which costs no quorum; see its log on %s, then repeat the promotion): %v",
@@ -409,7 +410,7 @@ func (lu *nodeSetParamsLU) etcdRemoveMember(ctx context.Context, s *StepCtx) err
 		return nil
 	}
 	err = retryReconfig(ctx, func() error { return e.API.RemoveMember(ctx, m.ID) })
-	if err != nil && !errors.Is(err, etcdproc.ErrMemberNotFound) {
+	if err != nil && !errors.Is(err, store.ErrMemberNotFound) {
 		return ecode.Errorf(ecode.Environ, "Cannot remove etcd member %s: %v", pl.Name, err)
 	}
 	s.Logf(ctx, "Removed etcd member %s (%x) from the cluster", pl.Name, m.ID)

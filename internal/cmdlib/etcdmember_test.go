@@ -60,12 +60,12 @@ func (f *fakeEtcd) PromoteMember(ctx context.Context, id uint64) error {
 		}
 		if f.members[i].Name == "" || f.notReady > 0 {
 			f.notReady--
-			return fmt.Errorf("fake: %w", etcdproc.ErrLearnerNotReady)
+			return fmt.Errorf("fake: %w", store.ErrLearnerNotReady)
 		}
 		f.members[i].Learner = false
 		return nil
 	}
-	return etcdproc.ErrMemberNotFound
+	return store.ErrMemberNotFound
 }
 
 func (f *fakeEtcd) RemoveMember(ctx context.Context, id uint64) error {
@@ -73,7 +73,7 @@ func (f *fakeEtcd) RemoveMember(ctx context.Context, id uint64) error {
 	defer f.mu.Unlock()
 	if f.unsafe > 0 {
 		f.unsafe--
-		return fmt.Errorf("fake: %w", etcdproc.ErrReconfigUnsafe)
+		return fmt.Errorf("fake: %w", store.ErrReconfigUnsafe)
 	}
 	for i := range f.members {
 		if f.members[i].ID == id {
@@ -81,7 +81,7 @@ func (f *fakeEtcd) RemoveMember(ctx context.Context, id uint64) error {
 			return nil
 		}
 	}
-	return etcdproc.ErrMemberNotFound
+	return store.ErrMemberNotFound
 }
 
 func (f *fakeEtcd) health(ctx context.Context) ([]store.MemberHealth, error) {

@@ -6,13 +6,14 @@ import (
 
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/layout"
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/nodeapi"
 	"github.com/corral/corral/internal/opcodes"
 )
 
 // Version is the software version nodes must match.
-const Version = "0.1.0"
+const Version = layout.Version
 
 type nodeAddLU struct {
 	Node *config.Node `json:"node"`

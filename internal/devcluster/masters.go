@@ -15,8 +15,8 @@ import (
 
 	"github.com/corral/corral/internal/bootstrap"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/forwardtls"
 	"github.com/corral/corral/internal/luxi"
-	"github.com/corral/corral/internal/master"
 )
 
 // maxMasters bounds Options.Masters: on one machine more candidates only
@@ -205,7 +205,7 @@ func askMaster(ctx context.Context, sock string) error {
 func askForward(ctx context.Context, masterDir, addr string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	c, err := master.DialForward(ctx, masterDir, addr)
+	c, err := forwardtls.DialClient(ctx, masterDir, addr)
 	if err != nil {
 		return err
 	}

@@ -35,21 +35,6 @@ type MemberInfo struct {
 	Learner    bool
 }
 
-// Errors of the membership API that callers act on; a store backend wraps
-// its client's errors in these.
-var (
-	// ErrLearnerNotReady: the learner has not caught up with the leader's
-	// log yet; promoting it again later succeeds.
-	ErrLearnerNotReady = errors.New("etcd learner is not in sync with the leader yet")
-	// ErrMemberNotFound: no member with that id (already removed).
-	ErrMemberNotFound = errors.New("etcd member not found")
-	// ErrReconfigUnsafe: etcd refused a membership change because the
-	// members left would not have been connected long enough to be sure
-	// of a quorum (it checks for a few seconds after any change); the
-	// same change succeeds later if the cluster is healthy.
-	ErrReconfigUnsafe = errors.New("etcd refused the membership change for now: the cluster is not known healthy")
-)
-
 // InitialCluster is the --initial-cluster flag of a member that joins a
 // running cluster: every member's name and peer URLs, the joining member
 // (which has no name yet) under name. Members added and not started yet

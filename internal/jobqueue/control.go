@@ -298,7 +298,8 @@ func (q *Queue) archive(ctx context.Context, js []*job) (int, error) {
 	q.mu.Unlock()
 	for i, j := range take {
 		old := j.snapshot()
-		j.snap.Store(&snapshot{rec: recs[i], status: old.status, lastSerial: old.lastSerial, archived: true})
+		j.snap.Store(&snapshot{rec: recs[i], status: old.status, lastSerial: old.lastSerial, archived: true,
+			summaries: q.opSummaries(j, recs[i], old.rec, old.summaries)})
 		j.notify()
 	}
 	return len(take), nil

@@ -186,7 +186,8 @@ func (h *OpHandle) Log(ctx context.Context, typ string, msg any) error {
 	keep := old.tail[max(0, len(old.tail)-(logTailLen-1)):]
 	tail := make([]logEntry, 0, len(keep)+1)
 	tail = append(append(tail, keep...), e)
-	j.snap.Store(&snapshot{rec: old.rec, status: old.status, lastSerial: e.Serial, archived: old.archived, tail: tail})
+	j.snap.Store(&snapshot{rec: old.rec, status: old.status, lastSerial: e.Serial, archived: old.archived, tail: tail,
+		summaries: old.summaries})
 	j.notify()
 	return nil
 }

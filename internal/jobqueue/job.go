@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,10 @@ type snapshot struct {
 	// tail holds the last log entries (serials up to lastSerial, in order);
 	// dropped once the job is finalized.
 	tail []logEntry
+	// summaries are the ops' "summary" field, made when an op's input
+	// is first seen or changes (its secrets are scrubbed), so that queries
+	// never parse the stored inputs.
+	summaries []string
 }
 
 // job is the in-memory state of one non-archived job.
@@ -68,13 +73,43 @@ type job struct {
 	retry       *time.Timer // runs a stalled job again
 }
 
-func newJob(rec *jobRecord, lastSerial int64) *job {
+func (q *Queue) newJob(rec *jobRecord, lastSerial int64) *job {
 	j := &job{id: rec.ID, opIDs: make([]string, len(rec.Ops)), heapIdx: -1}
 	for i := range rec.Ops {
 		j.opIDs[i] = opIDOf(rec.Ops[i].Input)
 	}
-	j.snap.Store(&snapshot{rec: rec, status: rec.status(), lastSerial: lastSerial})
+	sums := make([]string, len(rec.Ops))
+	for i := range rec.Ops {
+		sums[i] = q.summary(j.opIDs[i], rec.Ops[i].Input)
+	}
+	j.snap.Store(&snapshot{rec: rec, status: rec.status(), lastSerial: lastSerial, summaries: sums})
 	return j
+}
+
+// opSummaries returns the summaries of rec's ops: prev's, which were made
+// for prevRec, unless an op's input is no longer the one they were made
+// from. Inputs are never edited in place, only replaced.
+func (q *Queue) opSummaries(j *job, rec, prevRec *jobRecord, prev []string) []string {
+	var out []string
+	for i := range rec.Ops {
+		if sameBytes(rec.Ops[i].Input, prevRec.Ops[i].Input) {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(prev)
+		}
+		out[i] = q.summary(j.opIDs[i], rec.Ops[i].Input)
+	}
+	if out == nil {
+		return prev
+	}
+	return out
+}
+
+// sameBytes reports whether a and b are the same slice (not merely equal
+// contents).
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 func (j *job) snapshot() *snapshot { return j.snap.Load() }
@@ -180,7 +215,8 @@ func (q *Queue) apply(j *job, fn func(r *jobRecord) error) {
 // publish makes a persisted record visible. Caller holds j.wmu.
 func (q *Queue) publish(j *job, rec *jobRecord) {
 	old := j.snapshot()
-	ns := &snapshot{rec: rec, status: rec.status(), lastSerial: old.lastSerial, archived: old.archived, tail: old.tail}
+	ns := &snapshot{rec: rec, status: rec.status(), lastSerial: old.lastSerial, archived: old.archived, tail: old.tail,
+		summaries: q.opSummaries(j, rec, old.rec, old.summaries)}
 	if ns.status.Finalized() {
 		ns.tail = nil
 	}

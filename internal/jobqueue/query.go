@@ -42,10 +42,13 @@ type view struct {
 	status   Status
 	archived bool
 	logs     []any // per op lists of entries; loaded on first use
+	// summaries of the ops, from the snapshot; nil for a record read from
+	// the archive, whose summaries are made when asked for.
+	summaries []string
 }
 
 func viewOf(s *snapshot) *view {
-	return &view{rec: s.rec, status: s.status, archived: s.archived}
+	return &view{rec: s.rec, status: s.status, archived: s.archived, summaries: s.summaries}
 }
 
 // archivedView reads an archived job, or returns nil if there is none.
@@ -153,6 +156,14 @@ func (q *Queue) row(ctx context.Context, v *view, fields []string) ([]any, error
 		case "oppriority":
 			row[i] = perOp(func(op *opRecord) any { return op.Priority })
 		case "summary":
+			if v.summaries != nil {
+				out := make([]any, len(v.summaries))
+				for k, s := range v.summaries {
+					out[k] = s
+				}
+				row[i] = out
+				break
+			}
 			row[i] = perOp(func(op *opRecord) any { return q.summary(opIDOf(op.Input), op.Input) })
 		case "received_ts":
 			row[i] = r.Received.wire()

@@ -393,7 +393,7 @@ func (q *Queue) load(ctx context.Context) ([]*job, error) {
 		if err != nil {
 			return nil, err
 		}
-		loaded = append(loaded, newJob(rec, serial))
+		loaded = append(loaded, q.newJob(rec, serial))
 		if !rec.status().Finalized() {
 			nonFinal++
 		}

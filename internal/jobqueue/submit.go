@@ -233,7 +233,7 @@ func (q *Queue) prepareChildren(jobs [][]json.RawMessage) ([]*jobRecord, error) 
 func (q *Queue) admit(recs []*jobRecord, fromReserved bool) {
 	js := make([]*job, len(recs))
 	for i, rec := range recs {
-		js[i] = newJob(rec, 0)
+		js[i] = q.newJob(rec, 0)
 	}
 	q.mu.Lock()
 	for _, j := range js {

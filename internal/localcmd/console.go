@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corral/corral/internal/bootstrap"
+	"github.com/corral/corral/internal/layout"
 	"github.com/corral/corral/internal/luxi"
-	"github.com/corral/corral/internal/master"
 	"github.com/corral/corral/internal/nodeapi"
 	"github.com/corral/corral/internal/rpc"
 )
@@ -66,15 +66,15 @@ func Console(d Dirs) func(ctx context.Context, instance string, stdin io.Reader,
 			epoch = int64(e)
 		}
 		md := bootstrap.Layout{StateDir: d.StateDir(), RunDir: d.RunDir()}.MasterDir()
-		cert, err := os.ReadFile(filepath.Join(md, master.FileMasterCert))
+		cert, err := os.ReadFile(filepath.Join(md, layout.MasterCertFile))
 		if err != nil {
 			return fmt.Errorf("the console needs the master's certificate (run as root on the master): %w", err)
 		}
-		key, err := os.ReadFile(filepath.Join(md, master.FileMasterKey))
+		key, err := os.ReadFile(filepath.Join(md, layout.MasterKeyFile))
 		if err != nil {
 			return fmt.Errorf("the console needs the master's key (run as root on the master): %w", err)
 		}
-		ca, err := os.ReadFile(filepath.Join(md, master.FileCA))
+		ca, err := os.ReadFile(filepath.Join(md, layout.MasterCAFile))
 		if err != nil {
 			return err
 		}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/corral/corral/internal/bootstrap"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/layout"
 	"github.com/corral/corral/internal/luxi"
-	"github.com/corral/corral/internal/master"
 	"github.com/corral/corral/internal/pki"
 )
 
@@ -34,7 +34,7 @@ func renewDomainSecret(ctx context.Context, d Dirs, l bootstrap.Layout, file str
 		if err != nil {
 			return ecode.Errorf(ecode.Environ, "no master state here (%v): run this on the master node", err)
 		}
-		staged := filepath.Join(md, master.FileStagedDomainSecret)
+		staged := filepath.Join(md, layout.StagedDomainSecretFile)
 		if err := pki.WriteSecretFile(staged, s); err != nil {
 			return err
 		}

@@ -22,7 +22,6 @@ import (
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/kvopts"
 	"github.com/corral/corral/internal/luxi"
-	"github.com/corral/corral/internal/master"
 	"github.com/corral/corral/internal/store/boltstore"
 	"github.com/corral/corral/internal/storecfg"
 	"github.com/corral/corral/internal/uidpool"
@@ -256,7 +255,7 @@ directly. Needs read access to the master's state directory (root).`,
 				return fmt.Errorf("corrald is not reachable and the store is on %s (%s, prefix %s): start corrald, or take a snapshot with etcdctl snapshot save",
 					scfg.Backend, strings.Join(scfg.Endpoints, ","), scfg.Prefix)
 			}
-			path := filepath.Join(l.MasterDir(), master.FileStore)
+			path := filepath.Join(l.MasterDir(), storecfg.FileBolt)
 			st, err := boltstore.Open(path, boltstore.Options{OpenTimeout: 2 * time.Second})
 			if err != nil {
 				return fmt.Errorf("corrald is not reachable and %s cannot be opened: %w", path, err)

@@ -23,8 +23,8 @@ import (
 	"github.com/corral/corral/internal/atomicfile"
 	"github.com/corral/corral/internal/bootstrap"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/layout"
 	"github.com/corral/corral/internal/luxi"
-	"github.com/corral/corral/internal/master"
 	"github.com/corral/corral/internal/pair"
 	"github.com/corral/corral/internal/pki"
 	"github.com/corral/corral/internal/rapi"
@@ -157,8 +157,8 @@ func pairCreateCmd(d Dirs) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			inv := master.Invitation{ID: tok.ID, Secret: tok.Secret, Expires: tok.Expires, Me: me}
-			if err := master.WriteInvitation(l.MasterDir(), inv, uid, gid); err != nil {
+			inv := pair.Invitation{ID: tok.ID, Secret: tok.Secret, Expires: tok.Expires, Me: me}
+			if err := pair.WriteInvitation(filepath.Join(l.MasterDir(), layout.PairingDir), inv, uid, gid); err != nil {
 				return err
 			}
 			fmt.Fprintf(d.Stdout, "Pairing token for cluster %s (RAPI %s, CA %s), usable once until %s:\n\n%s\n\n",
@@ -292,7 +292,7 @@ func savePeer(l bootstrap.Layout, peer pair.Peer, caPEM string) (string, error) 
 	if b, _ := pem.Decode([]byte(caPEM)); b == nil {
 		return "", ecode.Errorf(ecode.Inval, "the token's CA is not PEM")
 	}
-	dir := filepath.Join(l.MasterDir(), master.DirPeers)
+	dir := filepath.Join(l.MasterDir(), layout.PeersDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}

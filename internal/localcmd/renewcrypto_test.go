@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/corral/corral/internal/bootstrap"
+	"github.com/corral/corral/internal/layout"
 	"github.com/corral/corral/internal/master"
 	"github.com/corral/corral/internal/pki"
 )
@@ -58,7 +59,7 @@ func TestRenewCryptoCommand(t *testing.T) {
 		}
 		return b
 	}
-	ca, err := pki.LoadCA(filepath.Join(l.MasterDir(), master.FileCA), filepath.Join(l.MasterDir(), master.FileCAKey))
+	ca, err := pki.LoadCA(filepath.Join(l.MasterDir(), layout.MasterCAFile), filepath.Join(l.MasterDir(), master.FileCAKey))
 	if err != nil {
 		t.Fatal(err)
 	}

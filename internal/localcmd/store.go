@@ -14,8 +14,8 @@ import (
 
 	"github.com/corral/corral/internal/bootstrap"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/layout"
 	"github.com/corral/corral/internal/luxi"
-	"github.com/corral/corral/internal/master"
 	"github.com/corral/corral/internal/pki"
 	"github.com/corral/corral/internal/storecfg"
 )
@@ -99,7 +99,7 @@ Start corrald again afterwards; it reads store.json and opens etcd.
 			if cfg.Backend != storecfg.BackendBolt {
 				return ecode.Errorf(ecode.State, "the cluster in %s is on %s already (%s)", l.StateDir, cfg.Backend, storecfg.Path(l.MasterDir()))
 			}
-			if _, err := os.Stat(filepath.Join(l.MasterDir(), master.FileStore)); err != nil {
+			if _, err := os.Stat(filepath.Join(l.MasterDir(), storecfg.FileBolt)); err != nil {
 				return ecode.Errorf(ecode.NoEnt, "no cluster store in %s: %v", l.MasterDir(), err)
 			}
 			if err := checkStopped(ctx, d, l); err != nil {
@@ -176,7 +176,7 @@ func moveToEtcd(ctx context.Context, d Dirs, l bootstrap.Layout, e etcdFlags, ho
 // masterIP is the address in the master's certificate, where a local etcd
 // member listens so that other machines can reach it later.
 func masterIP(l bootstrap.Layout) string {
-	b, err := os.ReadFile(filepath.Join(l.MasterDir(), master.FileMasterCert))
+	b, err := os.ReadFile(filepath.Join(l.MasterDir(), layout.MasterCertFile))
 	if err != nil {
 		return "127.0.0.1"
 	}

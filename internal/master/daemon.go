@@ -25,6 +25,7 @@ import (
 	"github.com/corral/corral/internal/election"
 	"github.com/corral/corral/internal/failpoint"
 	"github.com/corral/corral/internal/jobqueue"
+	"github.com/corral/corral/internal/layout"
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/luxi"
 	"github.com/corral/corral/internal/nodeapi"
@@ -48,12 +49,12 @@ const ProtocolVersion = luxi.ProtocolVersion
 // Files in the master's state directory.
 const (
 	FileStore        = storecfg.FileBolt
-	FileCA           = "ca.pem"
-	FileCAKey        = "ca.key"
-	FileMasterCert   = "master.pem"
-	FileMasterKey    = "master.key"
-	FileDomainSecret = "cluster-domain-secret"
-	FileLUXISocket   = "luxi.sock"
+	FileCA           = layout.MasterCAFile
+	FileCAKey        = layout.MasterCAKeyFile
+	FileMasterCert   = layout.MasterCertFile
+	FileMasterKey    = layout.MasterKeyFile
+	FileDomainSecret = layout.DomainSecretFile
+	FileLUXISocket   = layout.LUXISocketFile
 )
 
 // Options configure corrald.

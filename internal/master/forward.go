@@ -10,8 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,8 +17,8 @@ import (
 
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/election"
+	"github.com/corral/corral/internal/forwardtls"
 	"github.com/corral/corral/internal/luxi"
-	"github.com/corral/corral/internal/pki"
 	"github.com/corral/corral/internal/store"
 )
 
@@ -30,17 +28,13 @@ import (
 // each connection on its socket, byte for byte, to that address. Both ends
 // use the cluster CA and the master certificate in the master state
 // directory, which every master candidate holds (as Ganeti copies its
-// server certificate to every candidate):
-//   - the master accepts only clients whose certificate the cluster CA
-//     issued with the master role (etcd members' and node daemons'
-//     certificates, from the same CA, are refused);
-//   - a standby accepts only a server certificate the cluster CA issued
-//     with the master role, for the name in its own master certificate.
+// server certificate to every candidate); forwardtls.Configs says what
+// each end accepts.
 
 const (
 	// forwardDialTimeout bounds connecting to the master, handshake
 	// included.
-	forwardDialTimeout = 5 * time.Second
+	forwardDialTimeout = forwardtls.DialTimeout
 	// forwardHandshakeTimeout bounds a client's TLS handshake on the
 	// master's forward listener.
 	forwardHandshakeTimeout = 10 * time.Second
@@ -57,38 +51,9 @@ const (
 )
 
 // forwardTLS builds the master's server and the standby's client
-// configurations from the CA bundle and the master certificate in the
-// master state directory.
+// configurations from the master state directory.
 func forwardTLS(stateDir string) (server, client *tls.Config, err error) {
-	caPEM, err := os.ReadFile(filepath.Join(stateDir, FileCA))
-	if err != nil {
-		return nil, nil, fmt.Errorf("forwarding: %w", err)
-	}
-	certPEM, err := os.ReadFile(filepath.Join(stateDir, FileMasterCert))
-	if err != nil {
-		return nil, nil, fmt.Errorf("forwarding: %w", err)
-	}
-	keyPEM, err := os.ReadFile(filepath.Join(stateDir, FileMasterKey))
-	if err != nil {
-		return nil, nil, fmt.Errorf("forwarding: %w", err)
-	}
-	certs, err := pki.ParseCertificatesPEM(certPEM)
-	if err != nil || len(certs) == 0 {
-		return nil, nil, fmt.Errorf("forwarding: master certificate %s: %v", filepath.Join(stateDir, FileMasterCert), err)
-	}
-	name := certs[0].Subject.CommonName
-	if role, ok := pki.RoleOf(certs[0]); !ok || role != pki.RoleMaster {
-		return nil, nil, fmt.Errorf("forwarding: %s is not a master certificate (role %q)", filepath.Join(stateDir, FileMasterCert), role)
-	}
-	// Only the master role may call in: every candidate holds the master
-	// certificate, and an etcd member must not be able to submit jobs.
-	if server, err = pki.ServerTLSConfig(certPEM, keyPEM, caPEM, pki.RoleMaster); err != nil {
-		return nil, nil, fmt.Errorf("forwarding: %w", err)
-	}
-	if client, err = pki.ClientTLSConfig(certPEM, keyPEM, caPEM, name, pki.RoleMaster); err != nil {
-		return nil, nil, fmt.Errorf("forwarding: %w", err)
-	}
-	return server, client, nil
+	return forwardtls.Configs(stateDir)
 }
 
 // candidateAddress is what this candidate publishes in the election
@@ -129,31 +94,8 @@ func forwardable(addr string) bool {
 	return err == nil && host != "" && port != ""
 }
 
-// DialForward connects to the forward address of a master with the
-// certificates of the master state directory stateDir, as a standby does,
-// and returns a LUXI client on that connection. Only the elected master
-// listens there, so tools use it to tell which candidate is master.
-func DialForward(ctx context.Context, stateDir, addr string) (*luxi.Client, error) {
-	_, cfg, err := forwardTLS(stateDir)
-	if err != nil {
-		return nil, err
-	}
-	nc, err := dialForward(ctx, cfg, addr)
-	if err != nil {
-		return nil, err
-	}
-	return luxi.NewClient(nc), nil
-}
-
 func dialForward(ctx context.Context, cfg *tls.Config, addr string) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, forwardDialTimeout)
-	defer cancel()
-	d := tls.Dialer{Config: cfg}
-	nc, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to the master at %s: %w", addr, err)
-	}
-	return nc, nil
+	return forwardtls.Dial(ctx, cfg, addr)
 }
 
 // tlsListener is the master's forward listener: TLS over TCP, each

@@ -9,14 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/corral/corral/internal/cmdlib"
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/opcodes"
-	"github.com/corral/corral/internal/pair"
 	"github.com/corral/corral/internal/seconds"
 	"github.com/corral/corral/internal/uidpool"
 )
@@ -70,7 +68,6 @@ func jobID(args []json.RawMessage, i int) (int64, error) {
 func (h *luxiHandler) Call(ctx context.Context, method string, args []json.RawMessage) (_ any, err error) {
 	defer func() { h.d.metrics.luxiCall(method, err) }()
 	d := h.d
-	q := d.queue
 	if d.term != nil {
 		// A master whose term is over answers like the standby it is about
 		// to become, while its last replies go out.
@@ -78,233 +75,11 @@ func (h *luxiHandler) Call(ctx context.Context, method string, args []json.RawMe
 			return nil, standbyError(ctx, d.st)
 		}
 	}
-	switch method {
-	case "SubmitJob", "SubmitJobToDrainedQueue":
-		ops, err := arg[[]json.RawMessage](args, 0, "ops")
-		if err != nil {
-			return nil, err
-		}
-		if method == "SubmitJob" {
-			return q.Submit(ctx, ops)
-		}
-		return q.SubmitToDrained(ctx, ops)
-	case "SubmitManyJobs":
-		jobs, err := arg[[][]json.RawMessage](args, 0, "jobs")
-		if err != nil {
-			return nil, err
-		}
-		res, err := q.SubmitMany(ctx, jobs)
-		if err != nil {
-			return nil, err
-		}
-		out := make([][2]any, len(res))
-		for i, r := range res {
-			if r.OK {
-				out[i] = [2]any{true, r.JobID}
-			} else {
-				out[i] = [2]any{false, r.Err.Error()}
-			}
-		}
-		return out, nil
-	case "WaitForJobChange":
-		return h.waitForJobChange(ctx, args)
-	case "CancelJob":
-		id, err := jobID(args, 0)
-		if err != nil {
-			return nil, err
-		}
-		kill, err := optArg(args, 1, false)
-		if err != nil {
-			return nil, err
-		}
-		ok, msg, err := q.Cancel(ctx, id, kill)
-		if err != nil {
-			return nil, err
-		}
-		return []any{ok, msg}, nil
-	case "ChangeJobPriority":
-		id, err := jobID(args, 0)
-		if err != nil {
-			return nil, err
-		}
-		prio, err := arg[int](args, 1, "priority")
-		if err != nil {
-			return nil, err
-		}
-		ok, msg, err := q.ChangePriority(ctx, id, prio)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			// An op blocked on its locks is queued in the lock manager at
-			// the priority it started with: move it too, or the change
-			// would show in the job but not decide who gets the lock.
-			// cmdlib names lock owners "job ID/op N OP_ID".
-			owner := fmt.Sprintf("job %d/", id)
-			if _, err := d.locks.SetWaitPriority(func(o string) bool { return strings.HasPrefix(o, owner) }, prio); err != nil {
-				return nil, err
-			}
-		}
-		return []any{ok, msg}, nil
-	case "ArchiveJob":
-		id, err := jobID(args, 0)
-		if err != nil {
-			return nil, err
-		}
-		return q.Archive(ctx, id)
-	case "AutoArchiveJobs":
-		age, err := arg[float64](args, 0, "age")
-		if err != nil {
-			return nil, err
-		}
-		tmo, err := optArg[float64](args, 1, 89)
-		if err != nil {
-			return nil, err
-		}
-		a := seconds.Duration(age)
-		if age < 0 {
-			a = -1
-		}
-		n, rem, err := q.AutoArchive(ctx, a, seconds.Duration(tmo))
-		if err != nil {
-			return nil, err
-		}
-		return []any{n, rem}, nil
-	case "QueryJobs":
-		ids, err := optArg[[]any](args, 0, nil)
-		if err != nil {
-			return nil, err
-		}
-		fields, err := arg[[]string](args, 1, "fields")
-		if err != nil {
-			return nil, err
-		}
-		var idl []int64
-		for i, v := range ids {
-			raw, _ := json.Marshal(v)
-			id, err := jobID([]json.RawMessage{raw}, 0)
-			if err != nil {
-				return nil, fmt.Errorf("job id %d: %w", i, err)
-			}
-			idl = append(idl, id)
-		}
-		rows, err := q.Query(ctx, idl, fields)
-		if err != nil {
-			return nil, err
-		}
-		redactJobRows(h.d.proc.Ops, fields, rows)
-		return rows, nil
-	case "Query":
-		what, err := arg[string](args, 0, "resource")
-		if err != nil {
-			return nil, err
-		}
-		fields, err := arg[[]string](args, 1, "fields")
-		if err != nil {
-			return nil, err
-		}
-		filter, err := optArg[any](args, 2, nil)
-		if err != nil {
-			return nil, err
-		}
-		return d.query(ctx, what, fields, filter)
-	case "QueryFields":
-		what, err := arg[string](args, 0, "resource")
-		if err != nil {
-			return nil, err
-		}
-		fields, err := optArg[[]string](args, 1, nil)
-		if err != nil {
-			return nil, err
-		}
-		return d.queryFields(what, fields)
-	case "QueryExports":
-		// [nodes, use_locking]: rows of [node, export].
-		nodes, err := optArg[[]string](args, 0, nil)
-		if err != nil {
-			return nil, err
-		}
-		if lock, _ := optArg(args, 1, false); lock {
-			return nil, ecode.Errorf(ecode.Inval, "Locking queries are not supported")
-		}
-		return d.classicQuery(ctx, "export", nodes, []string{"node", "export"})
-	case "QueryInstances", "QueryNodes", "QueryGroups", "QueryNetworks":
-		names, err := optArg[[]string](args, 0, nil)
-		if err != nil {
-			return nil, err
-		}
-		fields, err := arg[[]string](args, 1, "fields")
-		if err != nil {
-			return nil, err
-		}
-		if lock, _ := optArg(args, 2, false); lock {
-			return nil, ecode.Errorf(ecode.Inval, "Locking queries are not supported")
-		}
-		what := map[string]string{"QueryInstances": "instance", "QueryNodes": "node", "QueryGroups": "group", "QueryNetworks": "network"}[method]
-		return d.classicQuery(ctx, what, names, fields)
-	case "QueryClusterInfo":
-		return d.clusterInfo(), nil
-	case "QueryConfigValues":
-		fields, err := arg[[]string](args, 0, "fields")
-		if err != nil {
-			return nil, err
-		}
-		return d.configValues(fields)
-	case "QueryTags":
-		kind, err := arg[string](args, 0, "kind")
-		if err != nil {
-			return nil, err
-		}
-		name, _ := optArg(args, 1, "")
-		return d.tags(kind, name)
-	case "SetDrainFlag":
-		flag, err := arg[bool](args, 0, "flag")
-		if err != nil {
-			return nil, err
-		}
-		return true, q.SetDrained(ctx, flag)
-	case "SetWatcherPause":
-		until, err := optArg[*float64](args, 0, nil)
-		if err != nil {
-			return nil, err
-		}
-		return d.setWatcherPause(ctx, until)
-	case "CreateJoinToken":
-		node, err := arg[string](args, 0, "node name")
-		if err != nil {
-			return nil, err
-		}
-		ttl, err := optArg[float64](args, 1, 3600)
-		if err != nil {
-			return nil, err
-		}
-		return d.createJoinToken(ctx, node, seconds.Duration(ttl))
-	case "BackupStore":
-		return d.backupStore(ctx)
-	case "DebugLocks":
-		return d.locks.Info(), nil
-	case "QueryStats":
-		return q.Stats(), nil
-	case "QueryMetrics":
-		return d.metrics.text()
-	case "PairRedeem":
-		// Corral only: [request] of a cluster joining through a pairing
-		// token (see pair.go).
-		req, err := arg[pair.Request](args, 0, "pairing request")
-		if err != nil {
-			return nil, err
-		}
-		return d.pairRedeem(ctx, req)
-	case "MasterFailover":
-		// [target]: the candidate to hand the role to; null or "" lets
-		// the candidates elect one.
-		to, err := optArg(args, 0, "")
-		if err != nil {
-			return nil, err
-		}
-		return d.failover(ctx, to)
+	m, ok := luxiMethods[method]
+	if !ok {
+		return nil, ecode.New(ecode.LuxiError, ecode.Inval, fmt.Sprintf("Unknown LUXI method %q", method))
 	}
-	return nil, ecode.New(ecode.LuxiError, ecode.Inval, fmt.Sprintf("Unknown LUXI method %q", method))
+	return m(h, ctx, args)
 }
 
 // waitForJobChange answers WaitForJobChange. Every client following a job

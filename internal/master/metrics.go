@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/corral/corral/internal/jobqueue"
-	"github.com/corral/corral/internal/luxi"
 	"github.com/corral/corral/internal/metrics"
 	"github.com/corral/corral/internal/rpc"
 )
@@ -33,20 +32,6 @@ var rpcBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.
 // start, at zero.
 var jobStatuses = []jobqueue.Status{jobqueue.StatusQueued, jobqueue.StatusWaiting, jobqueue.StatusCanceling,
 	jobqueue.StatusRunning, jobqueue.StatusCanceled, jobqueue.StatusSuccess, jobqueue.StatusError}
-
-// luxiMethods bounds the method label: a client may send any name, and
-// each distinct value would be a series kept forever.
-var luxiMethods = map[string]bool{
-	luxi.MethodSubmitJob: true, luxi.MethodSubmitJobToDrainedQueue: true, luxi.MethodSubmitManyJobs: true,
-	luxi.MethodWaitForJobChange: true, luxi.MethodCancelJob: true, luxi.MethodArchiveJob: true,
-	luxi.MethodAutoArchiveJobs: true, luxi.MethodChangeJobPriority: true, luxi.MethodQueryJobs: true,
-	luxi.MethodQuery: true, luxi.MethodQueryFields: true, luxi.MethodQueryInstances: true,
-	luxi.MethodQueryNodes: true, luxi.MethodQueryGroups: true, luxi.MethodQueryNetworks: true,
-	luxi.MethodQueryClusterInfo: true, luxi.MethodQueryConfigValues: true, luxi.MethodQueryTags: true,
-	luxi.MethodSetDrainFlag: true, luxi.MethodSetWatcherPause: true, luxi.MethodQueryMetrics: true,
-	// Corral's own.
-	"CreateJoinToken": true, "BackupStore": true, "DebugLocks": true, "QueryStats": true, "MasterFailover": true,
-}
 
 // newDaemonMetrics registers corrald's metrics. queue returns the job queue
 // (nil before it exists); the job gauges read it when written.
@@ -135,7 +120,10 @@ func (m *daemonMetrics) luxiCall(method string, err error) {
 	if m == nil {
 		return
 	}
-	if !luxiMethods[method] {
+	// The method label is bounded by the methods corrald serves: a client
+	// may send any name, and each distinct value would be a series kept
+	// forever.
+	if _, ok := luxiMethods[method]; !ok {
 		method = "other"
 	}
 	outcome := "success"

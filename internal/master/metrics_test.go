@@ -161,3 +161,48 @@ func runDelayJob(t *testing.T, ctx context.Context, h *luxiHandler, q *jobqueue.
 		prev = info
 	}
 }
+
+// TestLUXIMethodsCountedByName: every method the dispatcher serves is
+// counted under its own name, Corral's and the less common Ganeti ones
+// included, and only unknown names count as "other".
+func TestLUXIMethodsCountedByName(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	d := &Daemon{}
+	d.metrics = newDaemonMetrics(func() *jobqueue.Queue { return d.queue })
+	h := &luxiHandler{d}
+	// Asking for locks fails before QueryExports reads anything, and a
+	// pairing request that is not an object fails at decoding.
+	if _, err := h.Call(ctx, "QueryExports", []json.RawMessage{json.RawMessage(`null`), json.RawMessage(`true`)}); err == nil {
+		t.Fatal("QueryExports with locking answered")
+	}
+	if _, err := h.Call(ctx, "PairRedeem", []json.RawMessage{json.RawMessage(`1`)}); err == nil {
+		t.Fatal("PairRedeem of a number answered")
+	}
+	if _, err := h.Call(ctx, "NoSuchMethod", nil); err == nil {
+		t.Fatal("unknown method answered")
+	}
+	text, err := d.metrics.text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams, err := metrics.ParseText(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"QueryExports", "PairRedeem", "other"} {
+		if got, _ := fams.Value("corral_luxi_requests_total", "method", m, "outcome", "error"); got != 1 {
+			t.Errorf("requests of %s = %v, want 1\n%s", m, got, text)
+		}
+	}
+	for name := range luxiMethods {
+		d.metrics.luxiCall(name, nil)
+	}
+	text, _ = d.metrics.text()
+	fams, _ = metrics.ParseText(text)
+	for name := range luxiMethods {
+		if got, _ := fams.Value("corral_luxi_requests_total", "method", name, "outcome", "success"); got != 1 {
+			t.Errorf("method %s counted %v times under its name, want 1", name, got)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/corral/corral/internal/layout"
 	"github.com/corral/corral/internal/pki"
 	"github.com/corral/corral/internal/secret"
 	"github.com/corral/corral/internal/store"
@@ -16,7 +17,7 @@ import (
 // FileStagedDomainSecret is where `corral cluster renew-crypto
 // --cluster-domain-secret FILE` puts the secret for the renew job to
 // install (mode 0400, owned by corrald's user).
-const FileStagedDomainSecret = "cluster-domain-secret.staged"
+const FileStagedDomainSecret = layout.StagedDomainSecretFile
 
 // KeyDomainSecret is the store key of the cluster domain secret, sealed
 // with pki.CA.SealDomainSecret: every master candidate holds the CA key

@@ -23,6 +23,7 @@ import (
 	"github.com/corral/corral/internal/hypervisor"
 	"github.com/corral/corral/internal/hypervisor/fake"
 	"github.com/corral/corral/internal/hypervisor/kvm"
+	"github.com/corral/corral/internal/layout"
 	"github.com/corral/corral/internal/nodeapi"
 	"github.com/corral/corral/internal/osapi"
 	"github.com/corral/corral/internal/pki"
@@ -32,13 +33,13 @@ import (
 )
 
 // Version must equal the master's.
-const Version = "0.1.0"
+const Version = layout.Version
 
 // Files in the node's state directory.
 const (
-	FileCert = "node.pem"
-	FileKey  = "node.key"
-	FileCA   = "ca.pem"
+	FileCert = layout.NodeCertFile
+	FileKey  = layout.NodeKeyFile
+	FileCA   = layout.NodeCAFile
 )
 
 // Options configure corral-node.

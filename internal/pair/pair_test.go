@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -143,4 +144,43 @@ func TestValidNames(t *testing.T) {
 	if !ValidID(tok.ID) || ValidID("../../etc") || ValidID("") {
 		t.Error("ValidID")
 	}
+}
+
+// The hand-written checks accept exactly what these expressions do.
+var (
+	idForm   = regexp.MustCompile(`^[0-9a-f]{16}$`)
+	hexForm  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	nameForm = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)
+)
+
+func checkForms(t *testing.T, s string) {
+	if got, want := ValidID(s), idForm.MatchString(s); got != want {
+		t.Errorf("ValidID(%q) = %v, the expression says %v", s, got, want)
+	}
+	if got, want := lowerHex(s, 64), hexForm.MatchString(s); got != want {
+		t.Errorf("lowerHex(%q, 64) = %v, the expression says %v", s, got, want)
+	}
+	if got, want := ValidPeerName(s), nameForm.MatchString(s); got != want {
+		t.Errorf("ValidPeerName(%q) = %v, the expression says %v", s, got, want)
+	}
+}
+
+var formSeeds = []string{
+	"", "0123456789abcdef", "0123456789ABCDEF", "0123456789abcde", "0123456789abcdef0",
+	strings.Repeat("ab", 32), strings.Repeat("ab", 32) + "\n", strings.Repeat("g", 64),
+	"a", "-a", "a-", "a.b_c-d", "_x", "9", "a b", "a/b", "é", "a\x00",
+	strings.Repeat("a", 253), strings.Repeat("a", 254), "Z" + strings.Repeat(".", 252),
+}
+
+func TestFormsMatchTheirExpressions(t *testing.T) {
+	for _, s := range formSeeds {
+		checkForms(t, s)
+	}
+}
+
+func FuzzForms(f *testing.F) {
+	for _, s := range formSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(checkForms)
 }

@@ -8,12 +8,13 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"github.com/corral/corral/internal/etcdproc"
+	"github.com/corral/corral/internal/store"
 )
 
 // The membership API: what a cluster whose members Corral manages needs to
 // add a member as a learner, promote it to a voter and remove it. Errors
-// the caller acts on wrap etcdproc.ErrLearnerNotReady and
-// etcdproc.ErrMemberNotFound, so that callers need not link etcd's client.
+// the caller acts on wrap store.ErrLearnerNotReady and
+// store.ErrMemberNotFound, so that callers need not link etcd's client.
 
 // Members lists the etcd cluster's members as the member the client reaches
 // knows them.
@@ -47,7 +48,7 @@ func (s *Store) AddLearner(ctx context.Context, peerURL string) (uint64, error) 
 }
 
 // PromoteMember makes the learner id a voting member. It fails with
-// etcdproc.ErrLearnerNotReady until the learner has caught up.
+// store.ErrLearnerNotReady until the learner has caught up.
 func (s *Store) PromoteMember(ctx context.Context, id uint64) error {
 	if err := s.check(ctx); err != nil {
 		return err
@@ -58,8 +59,8 @@ func (s *Store) PromoteMember(ctx context.Context, id uint64) error {
 	return nil
 }
 
-// RemoveMember removes member id from the cluster; etcdproc.ErrMemberNotFound
-// when it is not (or no longer) a member, etcdproc.ErrReconfigUnsafe while
+// RemoveMember removes member id from the cluster; store.ErrMemberNotFound
+// when it is not (or no longer) a member, store.ErrReconfigUnsafe while
 // etcd cannot tell the members left would keep a quorum.
 func (s *Store) RemoveMember(ctx context.Context, id uint64) error {
 	if err := s.check(ctx); err != nil {
@@ -74,11 +75,11 @@ func (s *Store) RemoveMember(ctx context.Context, id uint64) error {
 func (s *Store) mapMemberErr(err error) error {
 	switch {
 	case errors.Is(err, rpctypes.ErrMemberLearnerNotReady):
-		return fmt.Errorf("%w (etcd: %w)", etcdproc.ErrLearnerNotReady, err)
+		return fmt.Errorf("%w (etcd: %w)", store.ErrLearnerNotReady, err)
 	case errors.Is(err, rpctypes.ErrMemberNotFound):
-		return fmt.Errorf("%w (etcd: %w)", etcdproc.ErrMemberNotFound, err)
+		return fmt.Errorf("%w (etcd: %w)", store.ErrMemberNotFound, err)
 	case errors.Is(err, rpctypes.ErrUnhealthy):
-		return fmt.Errorf("%w (etcd: %w)", etcdproc.ErrReconfigUnsafe, err)
+		return fmt.Errorf("%w (etcd: %w)", store.ErrReconfigUnsafe, err)
 	}
 	return s.mapErr(err)
 }

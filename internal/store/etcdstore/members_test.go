@@ -10,6 +10,7 @@ import (
 
 	"github.com/corral/corral/internal/etcdproc"
 	"github.com/corral/corral/internal/etcdproc/etcdtest"
+	"github.com/corral/corral/internal/store"
 )
 
 func freePort(t *testing.T) string {
@@ -61,7 +62,7 @@ func TestMemberLifecycle(t *testing.T) {
 	}
 	// Promoting a learner that has not started must be refused, never
 	// count a dead voter.
-	if err := s.PromoteMember(ctx, id); !errors.Is(err, etcdproc.ErrLearnerNotReady) {
+	if err := s.PromoteMember(ctx, id); !errors.Is(err, store.ErrLearnerNotReady) {
 		t.Fatalf("promoting an unstarted learner: %v, want ErrLearnerNotReady", err)
 	}
 	m, err := etcdproc.Join(etcdproc.Config{Binary: bin, ExitWithParent: true}, etcdproc.JoinSpec{
@@ -78,7 +79,7 @@ func TestMemberLifecycle(t *testing.T) {
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, etcdproc.ErrLearnerNotReady) || time.Now().After(deadline) {
+		if !errors.Is(err, store.ErrLearnerNotReady) || time.Now().After(deadline) {
 			t.Fatalf("promote: %v", err)
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -109,12 +110,12 @@ func TestMemberLifecycle(t *testing.T) {
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, etcdproc.ErrReconfigUnsafe) || time.Now().After(deadline) {
+		if !errors.Is(err, store.ErrReconfigUnsafe) || time.Now().After(deadline) {
 			t.Fatalf("remove: %v", err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if err := s.RemoveMember(ctx, id); !errors.Is(err, etcdproc.ErrMemberNotFound) {
+	if err := s.RemoveMember(ctx, id); !errors.Is(err, store.ErrMemberNotFound) {
 		t.Fatalf("removing twice: %v, want ErrMemberNotFound", err)
 	}
 	ms, err = s.Members(ctx)
