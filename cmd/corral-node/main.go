@@ -58,6 +58,7 @@ Flags:
 	runDir := fs.String("run-dir", env("CORRAL_NODE_RUN_DIR", bootstrap.DefaultRunDir+"/node"), "runtime directory for instance sockets; keep it short (env CORRAL_NODE_RUN_DIR)")
 	listen := fs.String("listen", "127.0.0.1:1811", "address to serve RPC on (the node's primary IP and the cluster's RPC port)")
 	osPath := fs.String("os-path", "", "colon-separated OS definition directories searched before the defaults")
+	osOnly := fs.Bool("os-path-only", false, "search only the --os-path directories, not the default ones (Corral's and Ganeti's); for hermetic test clusters")
 	hvs := fs.String("hypervisors", "kvm,fake", "hypervisors to enable")
 	fakeMem := fs.Int64("fake-memory", 32768, "memory (MiB) the fake hypervisor reports")
 	fakeCPUs := fs.Int("fake-cpus", 16, "CPUs the fake hypervisor reports")
@@ -86,6 +87,9 @@ Flags:
 		log.Warn("failpoints armed: corral-node kills itself with SIGKILL when one is hit (crash tests only)", "failpoints", fp.String())
 	}
 	search := osapi.DefaultSearchPath()
+	if *osOnly {
+		search = nil
+	}
 	if *osPath != "" {
 		search = append(strings.Split(*osPath, ":"), search...)
 	}

@@ -431,14 +431,15 @@ func (f *fakeMaster) defaultOutcome(op map[string]any) jobOutcome {
 				return fail(ecode.NoEnt, fmt.Sprintf("Instance '%s' not known", n))
 			}
 			res[n] = map[string]any{"name": n, "uuid": "u-" + n, "config_state": "up", "run_state": "up",
-				"pnode": inst["pnode"], "snodes": []any{}, "os": inst["os"], "hypervisor": inst["hypervisor"],
+				"pnode": inst["pnode"], "pnode_group_uuid": "g-default", "pnode_group_name": "default",
+				"snodes": []any{}, "snodes_group_uuids": []any{}, "snodes_group_names": []any{}, "os": inst["os"], "hypervisor": inst["hypervisor"],
 				"network_port": nil, "disk_template": inst["disk_template"], "serial_no": 2.0, "ctime": float64(fakeEpoch),
 				"mtime": float64(fakeEpoch + 60), "tags": []any{},
 				"hv_instance": map[string]any{"acpi": false}, "hv_actual": map[string]any{"acpi": false, "kernel_path": "/boot/vmlinuz"},
 				"be_instance": map[string]any{}, "be_actual": map[string]any{"maxmem": 128.0, "vcpus": 1.0},
 				"os_instance": map[string]any{}, "os_actual": map[string]any{},
 				"disks": []any{map[string]any{"iv_name": "disk/0", "size": 10240.0, "mode": "rw", "dev_type": "file"}},
-				"nics":  []any{[]any{"", "nic-uuid", nil, "aa:00:00:11:22:33", map[string]any{"mode": "bridged", "link": "br0"}, nil, nil}},
+				"nics":  []any{[]any{nil, "nic-uuid", nil, "aa:00:00:11:22:33", "bridged", "br0", "", nil, nil}},
 				"extra": "kept"}
 		}
 		ok.result = res

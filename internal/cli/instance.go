@@ -213,10 +213,17 @@ func (f *formatter) instanceInfo(b *strings.Builder, name string, d map[string]a
 	}
 	line(b, "  ", "State: "+state)
 	line(b, "  ", "Nodes:")
-	line(b, "    ", "- primary: "+f.scalar("", get("pnode")))
+	primary := f.scalar("", get("pnode"))
+	if g := get("pnode_group_name"); g != nil {
+		primary += " (group " + f.scalar("", g) + ")"
+	}
+	get("pnode_group_uuid")
+	line(b, "    ", "- primary: "+primary)
 	if sn, _ := get("snodes").([]any); len(sn) > 0 {
 		line(b, "    ", "- secondaries: "+f.joinScalars(sn))
 	}
+	get("snodes_group_uuids")
+	get("snodes_group_names")
 	f.readable(b, "  ", "Operating system", get("os"))
 	f.readable(b, "  ", "Hypervisor", get("hypervisor"))
 	if p := get("network_port"); p != nil {
@@ -308,9 +315,17 @@ func (f *formatter) nicText(v any) string {
 	if !ok || len(l) < 5 {
 		return f.valueText(v)
 	}
-	p, _ := l[4].(map[string]any)
+	// Ganeti's [name, uuid, ip, mac, mode, link, vlan, network, netinfo].
 	parts := []string{"MAC: " + f.scalar("", l[3]), "IP: " + f.scalar("", l[2]),
-		"mode: " + f.scalar("", p["mode"]), "link: " + f.scalar("", p["link"])}
+		"mode: " + f.scalar("", l[4])}
+	if len(l) > 5 {
+		parts = append(parts, "link: "+f.scalar("", l[5]))
+	}
+	if len(l) > 6 {
+		if vlan, _ := l[6].(string); vlan != "" {
+			parts = append(parts, "vlan: "+vlan)
+		}
+	}
 	if name, _ := l[0].(string); name != "" {
 		parts = append([]string{"name: " + name}, parts...)
 	}

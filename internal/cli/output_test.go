@@ -251,7 +251,7 @@ func TestInstanceInfo(t *testing.T) {
   Modification time: 2023-11-14 22:14:20
   State: configured to be up, actual state is up
   Nodes:
-    - primary: node1
+    - primary: node1 (group default)
   Operating system: debootstrap
   Hypervisor: kvm
   Disk template: file

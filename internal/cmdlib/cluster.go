@@ -90,7 +90,9 @@ func (lu *testDelayLU) once(ctx context.Context, s *StepCtx, d time.Duration) er
 			errs <- s.p.RPC.Call(ctx, node, nodeapi.TestDelay, "", nodeapi.DelayArgs{Duration: d.Seconds()}, nil)
 		}()
 	}
-	if op.Bool("on_master") && d > 0 {
+	// Like Ganeti's LUTestDelay, a delay with no node to sleep on (not on
+	// the master, no on_nodes) sleeps in the job itself.
+	if d > 0 && (op.Bool("on_master") || n == 0) {
 		t := time.NewTimer(d)
 		defer t.Stop()
 		// An interruptible delay notices a kill-cancel while it sleeps.

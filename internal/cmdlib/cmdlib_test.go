@@ -34,6 +34,8 @@ type nodeDouble struct {
 	fail    map[string]error // method -> the error it answers
 	// called, if set, runs after each call is recorded.
 	called func(method string)
+	// replies holds the answer of methods the double does not model.
+	replies map[string]any
 }
 
 func newNodeDouble() *nodeDouble {
@@ -61,7 +63,9 @@ func (n *nodeDouble) Call(ctx context.Context, node *config.Node, method, opID s
 			return ctx.Err()
 		}
 	}
-	var out any
+	n.mu.Lock()
+	out := n.replies[method]
+	n.mu.Unlock()
 	switch method {
 	case nodeapi.NodeInfo:
 		out = nodeapi.NodeInfoReply{Name: node.Name, Version: Version, MemoryTotalMiB: 4096, MemoryFreeMiB: 4096, CPUs: 4, DiskTotalMiB: 10240, DiskFreeMiB: 10240}

@@ -163,6 +163,7 @@ type need struct {
 	memMiB, diskMiB int64
 	vcpus           int         // checked against the node's CPUs and vcpu-ratio; 0: not checked
 	spec            []specValue // checked against the node's group ipolicy; nil: not checked
+	group           string      // node group uuid the node must be in; "": any
 }
 
 // allocate picks the vm_capable, online, undrained node with the most free
@@ -172,7 +173,7 @@ func (p *Processor) allocate(ctx context.Context, nd need) (*config.Node, error)
 	var cands []candidate
 	var reasons []string
 	for _, n := range p.Cfg.Nodes() {
-		if n.Offline || n.Drained || !n.VMCapable {
+		if n.Offline || n.Drained || !n.VMCapable || (nd.group != "" && n.Group != nd.group) {
 			continue
 		}
 		pol := p.nodePolicy(n)

@@ -61,3 +61,39 @@ func TestDelayOfAWeekSleeps(t *testing.T) {
 		t.Fatalf("status %s, want canceled", st)
 	}
 }
+
+// TestDelayWithNoNodeSleepsInTheJob: with on_master false and no on_nodes,
+// Ganeti's LUTestDelay sleeps in the job itself; so does Corral. The job
+// is still running (not done at once) until it is canceled.
+func TestDelayWithNoNodeSleepsInTheJob(t *testing.T) {
+	e := openEnv(t, filepath.Join(t.TempDir(), "s.db"), newNodeDouble(), true)
+	defer e.close()
+	raw, _ := json.Marshal(map[string]any{"OP_ID": "OP_TEST_DELAY", "duration": 3600, "on_master": false, "interruptible": true})
+	id, err := e.q.Submit(context.Background(), []json.RawMessage{raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var st any
+	for {
+		rows, err := e.q.Query(ctx, []int64{id}, []string{"status"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st = rows[0][0]; st != "queued" && st != "waiting" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if rows, _ := e.q.Query(ctx, []int64{id}, []string{"status"}); rows[0][0] != "running" {
+		t.Fatalf("an hour's delay on no node is %v, want running", rows[0][0])
+	}
+	if _, _, err := e.q.Cancel(ctx, id, true); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := e.wait(t, id); st != "canceled" {
+		t.Fatalf("status %s, want canceled", st)
+	}
+}

@@ -54,10 +54,17 @@ func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	if err := CheckName("instance", name); err != nil {
 		return err
 	}
+	if op.Str("disk_template") == "" && len(c.EnabledDiskTemplates) > 0 {
+		// Ganeti's default: the cluster's first enabled template.
+		op.Params["disk_template"] = c.EnabledDiskTemplates[0]
+	}
 	if err := lu.prereqImport(ctx, p, op); err != nil {
 		return err
 	}
 	if err := p.Cfg.CheckInstanceNameFree(name, ""); err != nil {
+		return err
+	}
+	if err := checkIAllocator(c, op.Str("iallocator")); err != nil {
 		return err
 	}
 	tmpl := op.Str("disk_template")
@@ -121,10 +128,20 @@ func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	for _, d := range inst.Disks {
 		nd.diskMiB += d.SizeMiB
 	}
+	if gn := op.Str("group_name"); gn != "" {
+		g, ok := p.Cfg.Group(gn)
+		if !ok {
+			return ecode.Errorf(ecode.NoEnt, "Node group '%s' not known", gn)
+		}
+		nd.group = g.UUID
+	}
 	var node *config.Node
 	if pn := op.Str("pnode"); pn != "" {
 		if node, err = p.Cfg.MustNode(pn); err != nil {
 			return err
+		}
+		if nd.group != "" && node.Group != nd.group {
+			return ecode.Errorf(ecode.Inval, "Node %s is not in node group '%s' (group_name)", node.Name, op.Str("group_name"))
 		}
 		if err := checkNodeOnline(node); err != nil {
 			return err
@@ -149,6 +166,16 @@ func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	}
 	lu.Inst, lu.Node, lu.Start, lu.Debug = inst, node.Name, op.Bool("start"), op.Int("debug_level")
 	return nil
+}
+
+// checkIAllocator accepts the allocators Corral's built-in placement
+// stands for: none, Ganeti's default hail, and the cluster's default.
+func checkIAllocator(c *config.Cluster, name string) error {
+	switch name {
+	case "", ".", "hail", c.DefaultIAllocator:
+		return nil
+	}
+	return ecode.Errorf(ecode.Inval, "Iallocator '%s' (iallocator) is not available: Corral places instances with its built-in allocator (use hail or none)", name)
 }
 
 // ReleaseAfter gives back the node-allocation lock and the other nodes'

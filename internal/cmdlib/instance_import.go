@@ -71,7 +71,7 @@ func (lu *instanceCreateLU) prereqRemoteImport(p *Processor, op *opcodes.Op) err
 		return err
 	}
 	if err := pki.CheckHandshake(cds, op.Params["source_handshake"]); err != nil {
-		return ecode.Errorf(ecode.Inval, "Invalid source handshake: %v", err)
+		return ecode.Errorf(ecode.Inval, "Invalid source handshake: %w", err)
 	}
 	if op.Str("disk_template") == config.DTDiskless {
 		return ecode.Errorf(ecode.Inval, "A remote import needs disks; the diskless template has none")
@@ -88,7 +88,7 @@ func (lu *instanceCreateLU) prereqRemoteImport(p *Processor, op *opcodes.Op) err
 	}
 	cert, err := pki.LoadSignedX509(cds, ca, time.Now())
 	if err != nil {
-		return ecode.Errorf(ecode.Inval, "Invalid source certificate: %v", err)
+		return ecode.Errorf(ecode.Inval, "Invalid source certificate: %w", err)
 	}
 	lu.Import.SourcePEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}))
 	return nil
@@ -111,7 +111,7 @@ func (lu *instanceCreateLU) prereqLocalImport(ctx context.Context, p *Processor,
 	}
 	exp, err := exportcfg.Parse([]byte(info.Config))
 	if err != nil {
-		return ecode.Errorf(ecode.Inval, "The export of %s on %s is unreadable: %v", name, src.Name, err)
+		return ecode.Errorf(ecode.Inval, "The export of %s on %s is unreadable: %w", name, src.Name, err)
 	}
 	if err := fillFromExport(op, exp); err != nil {
 		return err
@@ -243,7 +243,11 @@ func (lu *instanceCreateLU) importDisksStep() Step {
 	}}
 }
 
-// renameOSStep runs the OS rename script with the instance's old name.
+// renameOSStep runs the OS rename script with the instance's old name. As
+// in Ganeti, a failing script is a warning in the job log: the disks hold
+// the imported data by now, and failing the job would revert the creation
+// and delete them (in a move whose source removes its instance, the
+// instance's only copy).
 func (lu *instanceCreateLU) renameOSStep() Step {
 	return Step{"rename-os", func(ctx context.Context, s *StepCtx) error {
 		if lu.Import == nil || lu.Inst.OS == "" || lu.NoInstall {
@@ -263,7 +267,7 @@ func (lu *instanceCreateLU) renameOSStep() Step {
 		s.Logf(ctx, "Running the OS rename script (old name %s)", lu.Import.OldName)
 		var r nodeapi.OSReply
 		if err := s.RPC(ctx, node, nodeapi.OSRename, nodeapi.OSRenameArgs{Instance: s.p.Spec(inst), OldName: lu.Import.OldName}, &r); err != nil {
-			return ecode.ExecErrorf("The OS rename script failed after the import: %v", err)
+			s.Logf(ctx, "Warning: the OS rename script failed for %s on node %s (the imported instance is kept): %v", inst.Name, node.Name, err)
 		}
 		return nil
 	}}
@@ -299,7 +303,7 @@ func (lu *instanceCreateLU) receiveRemote(ctx context.Context, s *StepCtx, inst 
 			Options: nodeapi.ImpExpOptions{KeyName: cert.Name, PeerCertPEM: lu.Import.SourcePEM, Compress: lu.Import.Compress,
 				Magic: magic, ConnectTimeout: lu.Import.Timeout}}
 		if err := s.RPC(ctx, node, nodeapi.ImportStart, args, &r); err != nil {
-			return ecode.ExecErrorf("disk %d: starting the import on %s: %v", i, node.Name, err)
+			return ecode.ExecErrorf("disk %d: starting the import on %s: %w", i, node.Name, err)
 		}
 		e := transferEnd{node: node, name: r.Name}
 		ends = append(ends, e)

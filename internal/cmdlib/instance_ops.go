@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
@@ -560,75 +559,6 @@ func (lu *instanceRenameLU) Steps() []Step {
 }
 
 func (lu *instanceRenameLU) Result() any { return lu.NewName }
-
-// ---- query data
-
-type instanceQueryDataLU struct {
-	Out map[string]any `json:"out"`
-}
-
-func (lu *instanceQueryDataLU) Locks(p *Processor, op *opcodes.Op) []locking.Request { return nil }
-
-func (lu *instanceQueryDataLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op) error {
-	names := op.Strings("instances")
-	var insts []*config.Instance
-	if len(names) == 0 {
-		insts = p.Cfg.Instances()
-	}
-	for _, n := range names {
-		i, err := p.Cfg.MustInstance(n)
-		if err != nil {
-			return err
-		}
-		insts = append(insts, i)
-	}
-	c := p.Cfg.Cluster()
-	lu.Out = map[string]any{}
-	for _, inst := range insts {
-		node, _ := p.Cfg.Node(inst.PrimaryNode)
-		var runState, confinement any
-		if !op.Bool("static") && node != nil && !node.Offline {
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			ri, err := p.runningInfo(rctx, inst, node)
-			cancel()
-			if err == nil {
-				runState = map[bool]string{true: "up", false: "down"}[ri != nil]
-				confinement = confinementInfo(ri)
-			}
-		}
-		spec := p.Spec(inst)
-		var disks []any
-		for i, d := range inst.Disks {
-			disks = append(disks, map[string]any{"iv_name": fmt.Sprintf("disk/%d", i), "size": d.SizeMiB, "mode": d.Mode,
-				"uuid": d.UUID, "name": d.Name, "dev_type": inst.DiskTemplate})
-		}
-		var nics []any
-		for _, n := range inst.NICs {
-			nics = append(nics, []any{n.Name, n.UUID, n.IP, n.MAC, map[string]any{"mode": n.Mode, "link": n.Link}, nil, nil})
-		}
-		pname := ""
-		if node != nil {
-			pname = node.Name
-		}
-		lu.Out[inst.Name] = map[string]any{
-			"name": inst.Name, "config_state": inst.AdminState, "run_state": runState,
-			"pnode": pname, "snodes": []string{}, "os": inst.OS, "uuid": inst.UUID,
-			"hypervisor": inst.Hypervisor, "network_port": inst.NetworkPort,
-			"hv_instance": inst.HVParams, "hv_actual": spec.HVParams,
-			"be_instance": inst.BEParams, "be_actual": config.Fill(c.BEParams, inst.BEParams),
-			"os_instance": inst.OSParams, "os_actual": publicOSParams(c, inst),
-			"disk_template": inst.DiskTemplate, "disks": disks, "nics": nics,
-			"ctime": inst.CTime, "mtime": inst.MTime, "serial_no": inst.Serial, "tags": inst.Tags,
-		}
-		if confinement != nil {
-			lu.Out[inst.Name].(map[string]any)["confinement"] = confinement
-		}
-	}
-	return nil
-}
-
-func (lu *instanceQueryDataLU) Steps() []Step { return nil }
-func (lu *instanceQueryDataLU) Result() any   { return lu.Out }
 
 // publicOSParams are the filled OS parameters as answers may show them:
 // private values are redacted, as Ganeti does.

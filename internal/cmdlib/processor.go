@@ -194,6 +194,13 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 		return nil, err
 	}
 	cursor, data := h.Cursor()
+	// Names are checked against the uuids before the first step only: a
+	// resumed op may have renamed or removed its object itself.
+	if cursor == 0 {
+		if err := p.resolveUUIDs(op); err != nil {
+			return nil, err
+		}
+	}
 	if len(data) > 0 {
 		if err := json.Unmarshal(data, lu); err != nil {
 			return nil, ecode.ExecErrorf("cannot restore the plan of %s: %v", op.ID, err)

@@ -286,7 +286,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	}
 	startNode := func(name, ip string) error {
 		args := []string{"--state-dir", l.NodeDir(name), "--run-dir", l.NodeRunDir(name),
-			"--listen", net.JoinHostPort(ip, strconv.Itoa(rpcPort)), "--os-path", o.OSDir,
+			"--listen", net.JoinHostPort(ip, strconv.Itoa(rpcPort)), "--os-path", o.OSDir, "--os-path-only",
 			"--hypervisors", joinComma(o.Hypervisors), "--fake-memory", strconv.FormatInt(o.FakeMemMiB, 10),
 			"--ssh-dir", filepath.Join(l.NodeDir(name), "ssh")} // never the machine's own /root/.ssh
 		p, err := start(filepath.Join(o.BinDir, "corral-node"), args, filepath.Join(o.StateDir, "logs", name+".log"), nil, nil)

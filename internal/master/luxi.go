@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corral/corral/internal/cmdlib"
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/opcodes"
@@ -217,7 +218,17 @@ func (h *luxiHandler) Call(ctx context.Context, method string, args []json.RawMe
 			return nil, err
 		}
 		return d.queryFields(what, fields)
-	case "QueryInstances", "QueryNodes", "QueryGroups":
+	case "QueryExports":
+		// [nodes, use_locking]: rows of [node, export].
+		nodes, err := optArg[[]string](args, 0, nil)
+		if err != nil {
+			return nil, err
+		}
+		if lock, _ := optArg(args, 1, false); lock {
+			return nil, ecode.Errorf(ecode.Inval, "Locking queries are not supported")
+		}
+		return d.classicQuery(ctx, "export", nodes, []string{"node", "export"})
+	case "QueryInstances", "QueryNodes", "QueryGroups", "QueryNetworks":
 		names, err := optArg[[]string](args, 0, nil)
 		if err != nil {
 			return nil, err
@@ -229,7 +240,7 @@ func (h *luxiHandler) Call(ctx context.Context, method string, args []json.RawMe
 		if lock, _ := optArg(args, 2, false); lock {
 			return nil, ecode.Errorf(ecode.Inval, "Locking queries are not supported")
 		}
-		what := map[string]string{"QueryInstances": "instance", "QueryNodes": "node", "QueryGroups": "group"}[method]
+		what := map[string]string{"QueryInstances": "instance", "QueryNodes": "node", "QueryGroups": "group", "QueryNetworks": "network"}[method]
 		return d.classicQuery(ctx, what, names, fields)
 	case "QueryClusterInfo":
 		return d.clusterInfo(), nil
@@ -628,11 +639,11 @@ func (d *Daemon) clusterInfo() map[string]any {
 	sshType, sshBits := c.SSHKeySpec()
 	return map[string]any{
 		"software_version": Version, "protocol_version": ProtocolVersion, "config_version": config.ConfigVersion,
-		"os_api_version": 20, "export_version": 0, "vcs_version": "corral " + Version, "architecture": []string{"64bit", "x86_64"},
+		"os_api_version": osAPIVersion, "export_version": exportVersion, "vcs_version": "corral " + Version, "architecture": archInfo(),
 		"name": c.ClusterName, "master": master, "default_hypervisor": c.DefaultHypervisor(),
 		"enabled_hypervisors": c.EnabledHypervisors, "hvparams": hvp, "os_hvp": map[string]any{},
-		"beparams": map[string]any{"default": c.BEParams}, "osparams": osp, "ipolicy": map[string]any{},
-		"nicparams": map[string]any{"default": c.NICParams}, "ndparams": c.NDParams, "diskparams": map[string]any{},
+		"beparams": map[string]any{"default": c.BEParams}, "osparams": osp, "ipolicy": cmdlib.ClusterIPolicy(c),
+		"nicparams": map[string]any{"default": c.NICParams}, "ndparams": cmdlib.ClusterNDParams(c), "diskparams": cmdlib.ClusterDiskParams(),
 		"candidate_pool_size": c.CandidatePoolSize, "max_running_jobs": c.MaxRunningJobs, "max_tracked_jobs": c.MaxTrackedJobs,
 		"job_queue_size": c.JobQueueSize, "mac_prefix": c.MACPrefix, "master_netdev": "", "master_netmask": 32,
 		"use_external_mip_script": false, "volume_group_name": nil, "drbd_usermode_helper": nil,

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral/corral/internal/cmdlib"
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/nodeapi"
@@ -75,11 +76,15 @@ func (d *Daemon) instanceRows(ctx context.Context, names []string, live bool) ([
 	for _, n := range d.cfg.Nodes() {
 		nodes[n.UUID] = n
 	}
+	groups := map[string]*config.NodeGroup{}
+	for _, g := range d.cfg.Groups() {
+		groups[g.UUID] = g
+	}
 	rows := make([]*query.InstanceRow, 0, len(insts))
 	for _, i := range insts {
 		r := &query.InstanceRow{Inst: i, Cluster: c, LiveState: query.RSNoData}
 		if n, ok := nodes[i.PrimaryNode]; ok {
-			r.PNode = n
+			r.PNode, r.PGroup = n, groups[n.Group]
 			if n.Offline {
 				r.LiveState = query.RSOffline
 			}
@@ -118,7 +123,8 @@ func (d *Daemon) nodeRows(ctx context.Context, names []string, live bool) ([]*qu
 	defer cancel()
 	for k, n := range nodes {
 		g, _ := d.cfg.Group(n.Group)
-		r := &query.NodeRow{Node: n, Master: c.MasterNode, Group: g, Primary: prim[n.UUID], LiveState: query.RSNoData}
+		r := &query.NodeRow{Node: n, Master: c.MasterNode, Group: g, NDParams: cmdlib.NodeNDParams(c, g, n),
+			Primary: prim[n.UUID], LiveState: query.RSNoData}
 		rows[k] = r
 		if !live || n.Offline {
 			continue
@@ -156,126 +162,17 @@ func (d *Daemon) groupRows(names []string) ([]*query.GroupRow, error) {
 		members[n.Group] = append(members[n.Group], n.Name)
 		nodeGroup[n.UUID] = n.Group
 	}
-	insts := map[string]int{}
+	insts := map[string][]string{}
 	for _, i := range d.cfg.Instances() {
-		insts[nodeGroup[i.PrimaryNode]]++
+		insts[nodeGroup[i.PrimaryNode]] = append(insts[nodeGroup[i.PrimaryNode]], i.Name)
 	}
+	c := d.cfg.Cluster()
+	clusterND := cmdlib.ClusterNDParams(c)
 	rows := make([]*query.GroupRow, 0, len(groups))
 	for _, g := range groups {
-		rows = append(rows, &query.GroupRow{Group: g, Nodes: members[g.UUID], Insts: insts[g.UUID]})
+		rows = append(rows, &query.GroupRow{Group: g, Nodes: members[g.UUID], Instances: insts[g.UUID],
+			NDParams: config.Fill(clusterND, g.NDParams), IPolicy: cmdlib.GroupIPolicy(c, g.IPolicy),
+			DiskParams: cmdlib.GroupDiskParams(g.DiskParams)})
 	}
 	return rows, nil
-}
-
-// classicQuery answers QueryInstances/QueryNodes/QueryGroups: rows of plain
-// values.
-func (d *Daemon) classicQuery(ctx context.Context, what string, names, fields []string) ([][]any, error) {
-	switch what {
-	case "instance":
-		if err := d.qInst.Check(fields); err != nil {
-			return nil, err
-		}
-		rows, err := d.instanceRows(ctx, names, d.qInst.NeedsLive(fields))
-		if err != nil {
-			return nil, err
-		}
-		return d.qInst.Values(rows, fields), nil
-	case "node":
-		if err := d.qNode.Check(fields); err != nil {
-			return nil, err
-		}
-		rows, err := d.nodeRows(ctx, names, d.qNode.NeedsLive(fields))
-		if err != nil {
-			return nil, err
-		}
-		return d.qNode.Values(rows, fields), nil
-	case "group":
-		if err := d.qGroup.Check(fields); err != nil {
-			return nil, err
-		}
-		rows, err := d.groupRows(names)
-		if err != nil {
-			return nil, err
-		}
-		return d.qGroup.Values(rows, fields), nil
-	}
-	return nil, ecode.Errorf(ecode.Inval, "Unknown resource '%s'", what)
-}
-
-// queryResult is LUXI Query's answer.
-type queryResult struct {
-	Fields []query.FieldDef `json:"fields"`
-	Data   [][]query.Cell   `json:"data"`
-}
-
-func (d *Daemon) query(ctx context.Context, what string, fields []string, filter any) (*queryResult, error) {
-	need := append(append([]string{}, fields...), query.FilterFields(filter)...)
-	switch what {
-	case "instance":
-		rows, err := d.instanceRows(ctx, nil, d.qInst.NeedsLive(need))
-		if err != nil {
-			return nil, err
-		}
-		if rows, err = query.Filter(d.qInst, rows, filter); err != nil {
-			return nil, err
-		}
-		return &queryResult{d.qInst.Defs(fields), d.qInst.Rows(rows, fields)}, nil
-	case "node":
-		rows, err := d.nodeRows(ctx, nil, d.qNode.NeedsLive(need))
-		if err != nil {
-			return nil, err
-		}
-		if rows, err = query.Filter(d.qNode, rows, filter); err != nil {
-			return nil, err
-		}
-		return &queryResult{d.qNode.Defs(fields), d.qNode.Rows(rows, fields)}, nil
-	case "group":
-		rows, err := d.groupRows(nil)
-		if err != nil {
-			return nil, err
-		}
-		if rows, err = query.Filter(d.qGroup, rows, filter); err != nil {
-			return nil, err
-		}
-		return &queryResult{d.qGroup.Defs(fields), d.qGroup.Rows(rows, fields)}, nil
-	case "job":
-		if filter != nil {
-			return nil, ecode.Errorf(ecode.Inval, "Filters on jobs are not supported; query all jobs or use QueryJobs")
-		}
-		vals, err := d.queue.Query(ctx, nil, fields)
-		if err != nil {
-			return nil, err
-		}
-		redactJobRows(d.proc.Ops, fields, vals)
-		res := &queryResult{Fields: jobFieldDefs(fields)}
-		for _, row := range vals {
-			cells := make([]query.Cell, len(row))
-			for i, v := range row {
-				cells[i] = query.Cell{query.RSNormal, v}
-			}
-			res.Data = append(res.Data, cells)
-		}
-		return res, nil
-	}
-	return nil, ecode.Errorf(ecode.Inval, "Unknown resource '%s'", what)
-}
-
-func jobFieldDefs(fields []string) []query.FieldDef {
-	out := make([]query.FieldDef, len(fields))
-	for i, f := range fields {
-		out[i] = query.FieldDef{Name: f, Title: f, Kind: query.KOther}
-	}
-	return out
-}
-
-func (d *Daemon) queryFields(what string, fields []string) (any, error) {
-	switch what {
-	case "instance":
-		return map[string]any{"fields": d.qInst.Defs(fields)}, nil
-	case "node":
-		return map[string]any{"fields": d.qNode.Defs(fields)}, nil
-	case "group":
-		return map[string]any{"fields": d.qGroup.Defs(fields)}, nil
-	}
-	return nil, ecode.Errorf(ecode.Inval, "Unknown resource '%s'", what)
 }

@@ -25,20 +25,22 @@ func CheckCompression(c string) error {
 // OP_INSTANCE_CREATE with the source_* parameters.
 func backupDefs() []Def {
 	inst := Param{Name: "instance_name", Type: TNEString, Required: true, Doc: "instance name"}
+	instUUID := Param{Name: "instance_uuid", Type: TMaybeString, Default: nil, Doc: "instance uuid: must match instance_name"}
 	return []Def{
 		{ID: "OP_BACKUP_QUERY", Doc: "list the exports on the nodes", Params: []Param{
 			{Name: "nodes", Type: TStringList, Default: []any{}, Doc: "node names (all when empty)"},
 			{Name: "use_locking", Type: TBool, Default: false},
 		}},
 		{ID: "OP_BACKUP_PREPARE", KeyPrm: "instance_name", Doc: "prepare an instance export (remote: a signed transfer certificate)", Params: []Param{
-			inst,
+			inst, instUUID,
 			{Name: "mode", Type: TNEString, Required: true, Doc: "local | remote"},
 		}},
 		{ID: "OP_BACKUP_EXPORT", KeyPrm: "instance_name", Doc: "export an instance to a node or to another cluster", Params: []Param{
-			inst,
+			inst, instUUID,
 			{Name: "compress", Type: TString, Default: "none", Doc: "none | gzip | gzip-fast | gzip-slow | zstd"},
 			{Name: "shutdown_timeout", Type: TNonNegInt, Default: float64(120), Doc: "seconds to wait for a clean shutdown"},
 			{Name: "target_node", Type: TAny, Default: nil, Doc: "local: the node that keeps the export; remote: the signed disk destinations"},
+			{Name: "target_node_uuid", Type: TMaybeString, Default: nil, Doc: "local: the uuid of the node that keeps the export; must match target_node"},
 			{Name: "shutdown", Type: TBool, Default: true, Doc: "shut the instance down during the export"},
 			{Name: "remove_instance", Type: TBool, Default: false, Doc: "remove the instance once exported"},
 			{Name: "ignore_remove_failures", Type: TBool, Default: false},
@@ -51,7 +53,7 @@ func backupDefs() []Def {
 			{Name: "long_sleep", Type: TBool, Default: false},
 		}},
 		{ID: "OP_BACKUP_REMOVE", KeyPrm: "instance_name", Doc: "remove an instance's exports", Params: []Param{
-			inst,
+			inst, instUUID,
 		}},
 		// Corral only: a move that fails before its export started gives
 		// back the transfer key its prepare step made.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -57,6 +58,11 @@ type Param struct {
 	// says what the bound means ("7 days").
 	Max    float64
 	MaxDoc string
+	// Unsupported, when set, names what Corral cannot do: the parameter
+	// is accepted with its default, null, an empty list or dict, or one of
+	// Honoured, and any other value is refused naming the parameter.
+	Unsupported string
+	Honoured    []any
 }
 
 // Def is one opcode.
@@ -146,6 +152,9 @@ func (t *Table) Decode(raw json.RawMessage) (*Op, error) {
 	}
 	d, ok := t.defs[id]
 	if !ok {
+		if slices.Contains(GanetiOpIDs(), id) {
+			return nil, ecode.Errorf(ecode.Inval, "Opcode %s is not supported by Corral", id)
+		}
 		return nil, &ecode.Error{Kind: ecode.OpCodeUnknown, Class: ecode.Inval, Msg: fmt.Sprintf("unknown opcode %q", id)}
 	}
 	op := &Op{ID: id, Def: d, Params: make(map[string]any, len(d.Params))}
@@ -161,6 +170,9 @@ func (t *Table) Decode(raw json.RawMessage) (*Op, error) {
 		if err != nil {
 			return nil, ecode.Errorf(ecode.Inval, "%s: parameter %q: %v", id, k, err)
 		}
+		if p.Unsupported != "" && !honoured(p, cv) {
+			return nil, ecode.Errorf(ecode.Inval, "%s: parameter %q: value %s is not supported: Corral has no %s", id, k, ParamText(cv), p.Unsupported)
+		}
 		op.Params[k] = cv
 	}
 	for i := range d.Params {
@@ -174,6 +186,28 @@ func (t *Table) Decode(raw json.RawMessage) (*Op, error) {
 		op.Params[p.Name] = p.Default
 	}
 	return op, nil
+}
+
+// honoured reports whether v is a value Corral honours for a parameter
+// with Unsupported set: its default, null, an empty list or dict, or one of
+// the listed values.
+func honoured(p *Param, v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case []any:
+		if len(x) == 0 {
+			return true
+		}
+	case map[string]any:
+		if len(x) == 0 {
+			return true
+		}
+	}
+	if reflect.DeepEqual(v, p.Default) {
+		return true
+	}
+	return slices.ContainsFunc(p.Honoured, func(h any) bool { return reflect.DeepEqual(h, v) })
 }
 
 // normalize turns json.Number into float64 recursively.

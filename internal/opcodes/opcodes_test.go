@@ -79,6 +79,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"x","disk_template":"file","disks":[{"size":1}],"nics":[]}`))
 	f.Add([]byte(`{"OP_ID":1}`))
 	f.Add([]byte(`null`))
+	f.Add([]byte(`{"OP_ID":"OP_CLUSTER_SET_PARAMS","vg_name":"","modify_etc_hosts":false,"hv_state":{}}`))
+	f.Add([]byte(`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"x","disks":[],"nics":[],"forthcoming":true}`))
+	f.Add([]byte(`{"OP_ID":"OP_NODE_EVACUATE","node_name":"n1"}`))
 	tab := Default()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		op, err := tab.Decode(b)
@@ -89,8 +92,12 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		for _, p := range op.Def.Params {
-			if _, ok := op.Params[p.Name]; !ok {
+			v, ok := op.Params[p.Name]
+			if !ok {
 				t.Fatalf("param %s not filled", p.Name)
+			}
+			if p.Unsupported != "" && !honoured(&p, v) {
+				t.Fatalf("param %s: unsupported value %v accepted", p.Name, v)
 			}
 		}
 	})

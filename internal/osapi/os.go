@@ -66,10 +66,18 @@ type OS struct {
 	Error       string // why the definition is invalid
 }
 
-// DefaultSearchPath is where nodes look for OS definitions, in order. The
-// node daemon prepends the repository's os/ directory in development clusters.
+// DefaultSearchPath is where nodes look for OS definitions, in order:
+// Corral's own directories, then Ganeti's default OS_SEARCH_PATH, where
+// packaged definitions such as Debian's ganeti-os-noop install. So
+// definitions installed for Ganeti work unchanged, and one installed for
+// Corral shadows a Ganeti one of the same name (the first directory wins).
+// The node daemon prepends the repository's os/ directory in development
+// clusters.
 func DefaultSearchPath() []string {
-	return []string{"/srv/corral/os", "/usr/local/lib/corral/os", "/usr/lib/corral/os", "/usr/share/corral/os"}
+	return []string{
+		"/srv/corral/os", "/usr/local/lib/corral/os", "/usr/lib/corral/os", "/usr/share/corral/os",
+		"/srv/ganeti/os", "/usr/local/lib/ganeti/os", "/usr/lib/ganeti/os", "/usr/share/ganeti/os",
+	}
 }
 
 // SplitName splits "name+variant" at the first "+".

@@ -1,9 +1,15 @@
 package osapi
 
 import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -331,5 +337,115 @@ func TestCheckParams(t *testing.T) {
 	old := &OS{Name: "old", APIVersion: 15}
 	if err := old.CheckParams(map[string]string{"anything": "1"}); err != nil {
 		t.Fatalf("API < 20 is not checked: %v", err)
+	}
+}
+
+// TestDefaultSearchPathEndsWithGanetis checks that the default path lists
+// Corral's directories first and then Ganeti's OS_SEARCH_PATH in Ganeti's
+// order, so packaged Ganeti OS definitions are found.
+func TestDefaultSearchPathEndsWithGanetis(t *testing.T) {
+	ganeti := []string{"/srv/ganeti/os", "/usr/local/lib/ganeti/os", "/usr/lib/ganeti/os", "/usr/share/ganeti/os"}
+	got := DefaultSearchPath()
+	if len(got) <= len(ganeti) {
+		t.Fatalf("DefaultSearchPath() = %q: want Corral's directories before Ganeti's", got)
+	}
+	corral, tail := got[:len(got)-len(ganeti)], got[len(got)-len(ganeti):]
+	if !reflect.DeepEqual(tail, ganeti) {
+		t.Fatalf("DefaultSearchPath() ends with %q, want Ganeti's %q", tail, ganeti)
+	}
+	for _, d := range corral {
+		if !strings.Contains(d, "/corral/") {
+			t.Errorf("%s precedes Ganeti's directories but is not one of Corral's", d)
+		}
+	}
+}
+
+// TestFindInLaterDirAndEarlierWins lays out a search path shaped like the
+// default one (Corral's directories, then Ganeti's): an OS only in a Ganeti
+// directory is found, and on a name clash the earlier directory's
+// definition is used, even when the later one is the valid one.
+func TestFindInLaterDirAndEarlierWins(t *testing.T) {
+	root := t.TempDir()
+	var search []string
+	for _, d := range DefaultSearchPath() {
+		search = append(search, filepath.Join(root, d))
+	}
+	ganetiShare := search[len(search)-1]
+	corralSrv := search[0]
+	makeOS(t, ganetiShare, "noop", nil)
+	makeOS(t, ganetiShare, "debootstrap", nil)
+	ours := makeOS(t, corralSrv, "debootstrap", nil)
+	rm(t, ours, ScriptRename) // the earlier definition wins even when broken
+
+	o, err := Find(search, "noop")
+	if err != nil || o.Path != filepath.Join(ganetiShare, "noop") {
+		t.Fatalf("OS in the last directory: %+v, %v", o, err)
+	}
+	o, err = Find(search, "debootstrap")
+	if ecode.ClassOf(err) != ecode.Environ || o == nil || o.Path != ours {
+		t.Fatalf("name clash: got %+v, %v; want the earlier (invalid) definition %s", o, err, ours)
+	}
+	all, err := Discover(search)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]string{}
+	for _, o := range all {
+		paths[o.Name] = o.Path
+	}
+	if paths["noop"] != filepath.Join(ganetiShare, "noop") || paths["debootstrap"] != ours {
+		t.Fatalf("Discover: %q", paths)
+	}
+}
+
+// TestDebianGanetiNoopOS runs the OS definition Debian's ganeti-os-noop
+// package installs (API versions 5 and 10, no variants or parameters)
+// through Corral's OS API: it is found via the default path's Ganeti
+// directory, its create script runs, and export and import stream a disk.
+func TestDebianGanetiNoopOS(t *testing.T) {
+	const dir = "/usr/share/ganeti/os"
+	if _, err := os.Stat(filepath.Join(dir, "noop", APIVersionFile)); err != nil {
+		t.Skipf("Debian's ganeti-os-noop is not installed: %v", err)
+	}
+	if !slices.Contains(DefaultSearchPath(), dir) {
+		t.Fatalf("%s is not in the default search path", dir)
+	}
+	o, err := Find([]string{t.TempDir(), dir}, "noop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.APIVersion != APIv10 || len(o.Variants) != 0 || len(o.Parameters) != 0 {
+		t.Fatalf("noop: %+v", o)
+	}
+	r := &Runner{LogDir: filepath.Join(t.TempDir(), "os"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	src, dst := filepath.Join(t.TempDir(), "src.raw"), filepath.Join(t.TempDir(), "dst.raw")
+	payload := make([]byte, 2<<20)
+	rand.Read(payload)
+	if err := os.WriteFile(src, payload, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// noop's import writes with conv=nocreat: the disk must exist.
+	if err := os.WriteFile(dst, make([]byte, len(payload)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inst := testInstance()
+	inst.OS = "noop"
+	inst.Disks[0].Path = src
+	if _, err := r.RunCreate(context.Background(), o, inst, false); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	var out bytes.Buffer
+	if _, err := r.RunExport(context.Background(), o, inst, 0, &out); err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	if !bytes.Equal(out.Bytes(), payload) {
+		t.Fatalf("export streamed %d bytes, want the %d-byte disk", out.Len(), len(payload))
+	}
+	inst.Disks[0].Path = dst
+	if _, err := r.RunImport(context.Background(), o, inst, 0, bytes.NewReader(payload)); err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	if got, _ := os.ReadFile(dst); !bytes.Equal(got, payload) {
+		t.Fatal("import did not write the streamed disk")
 	}
 }

@@ -22,6 +22,7 @@ const (
 	KOther     Kind = "other"
 	KTimestamp Kind = "timestamp"
 	KUnit      Kind = "unit"
+	KFloat     Kind = "float"
 )
 
 // Result status of one value (Ganeti's RS_*).

@@ -159,12 +159,14 @@ func TestMoveBetweenClusters(t *testing.T) {
 	b := newCluster(t, clusterOpts{nodes: 2, hypervisors: []string{"fake"}, osDir: osDir})
 	pairClusters(t, a, b)
 
-	create := func(name string, start bool) map[string]any {
+	create := func(name string, start bool, nics ...any) map[string]any {
 		return map[string]any{"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "disk_template": "file",
-			"disks": []any{map[string]any{"size": 64}, map[string]any{"size": 64}}, "nics": []any{},
+			"disks": []any{map[string]any{"size": 64}, map[string]any{"size": 64}}, "nics": append([]any{}, nics...),
 			"os_type": "mover", "pnode": "node1", "start": start}
 	}
-	a.mustSucceed(create("m1", false))
+	// m1 has a NIC: the move reads it from the source's instance info
+	// (Ganeti's 9-item NIC tuples) and recreates it on the destination.
+	a.mustSucceed(create("m1", false, map[string]any{"name": "eth0", "mac": "aa:00:00:5e:00:01", "ip": "192.0.2.10", "mode": "routed", "link": "rt1"}))
 	a.mustSucceed(create("m2", true))
 	sums := map[string][]string{}
 	for _, name := range []string{"m1", "m2"} {
@@ -193,6 +195,13 @@ func TestMoveBetweenClusters(t *testing.T) {
 	t.Logf("move m1:\n%s", out)
 	if got := b.diskSums("node2", "m1-moved"); strings.Join(got, " ") != strings.Join(sums["m1"], " ") {
 		t.Errorf("m1-moved disks %v, want %v", got, sums["m1"])
+	}
+	nicRows, err := b.luxi.QueryInstances(t.Context(), []string{"m1-moved"}, []string{"nic.names", "nic.macs", "nic.ips", "nic.modes", "nic.links"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(nicRows[0]); got != "[[eth0] [aa:00:00:5e:00:01] [192.0.2.10] [routed] [rt1]]" {
+		t.Errorf("m1-moved NICs %s, want the source's eth0", got)
 	}
 	if st := b.instanceField("m1-moved", "admin_state"); st != "down" {
 		t.Errorf("m1-moved is %v, want down as the source was", st)
