@@ -5,9 +5,12 @@
 # backend and etcd-client for restoring its snapshots, systemd for
 # systemd-analyze, systemd-sysusers and systemd-tmpfiles, which check the
 # packaged units (they need no running systemd), nftables for the pool
-# firewall's tests. Idempotent; needs root.
+# firewall's tests; ganeti (3.0 on Debian 12) with openssh-server, fping and
+# socat for the moves between a real Ganeti and Corral (the e2e test starts
+# and stops that Ganeti itself; the package's service is not kept running).
+# Idempotent; needs root.
 set -euo pipefail
-pkgs=(qemu-system-x86 qemu-utils socat busybox-static cpio e2fsprogs iproute2 lz4 make gcc etcd-server etcd-client python3-ganeti-rapi systemd nftables)
+pkgs=(qemu-system-x86 qemu-utils socat busybox-static cpio e2fsprogs iproute2 lz4 make gcc etcd-server etcd-client python3-ganeti-rapi systemd nftables ganeti openssh-server fping curl)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -20,6 +23,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   apt-get update -q
   DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends "${missing[@]}"
+  # The Ganeti test starts its own cluster; stop what the package may
+  # have started (nothing runs before a cluster exists, but be sure).
+  if [[ " ${missing[*]} " == *" ganeti "* ]] && [ -d /run/systemd/system ]; then
+    systemctl disable --now ganeti.service ganeti.target 2>/dev/null || true
+  fi
   # Corral starts its own etcd members (internal/etcdproc); the package's
   # default member would only sit on ports 2379 and 2380.
   if [[ " ${missing[*]} " == *" etcd-server "* ]] && [ -d /run/systemd/system ]; then
