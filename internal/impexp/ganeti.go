@@ -117,7 +117,9 @@ func writeGanetiStream(cfg Config, conn *tls.Conn, r io.Reader, m *meter) (int64
 		return 0, fmt.Errorf("sending the magic value: %w", peerReason(conn, err))
 	}
 	buf := make([]byte, copyBufferSize)
-	n, err := io.CopyBuffer(enc, countingReader{r: r, n: &m.bytes}, buf)
+	// Hiding the bufio.Writer's ReadFrom keeps the copy in whole buffers:
+	// with no compression, each goes to TLS in one write.
+	n, err := io.CopyBuffer(struct{ io.Writer }{enc}, countingReader{r: r, n: &m.bytes}, buf)
 	if err != nil {
 		abort()
 		var re *readError
