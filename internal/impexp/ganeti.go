@@ -153,7 +153,7 @@ func waitPeerClose(conn *tls.Conn, timeout time.Duration) error {
 		return errors.New("the importer sent data on a one-way stream")
 	case err == nil:
 		return errors.New("the importer did not end the connection")
-	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), isReset(err):
+	case errors.Is(err, io.EOF), isReset(err):
 		return nil
 	}
 	var op *net.OpError
