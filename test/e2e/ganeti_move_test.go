@@ -247,6 +247,7 @@ func runMoveInstance(t *testing.T, args ...string) (string, time.Duration) {
 	if err != nil || !strings.Contains(string(out), ": Success") {
 		t.Fatalf("move-instance %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
+	checkGanetiStream(t, string(out))
 	return string(out), d
 }
 
@@ -312,6 +313,7 @@ func TestGanetiMoveRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("corral instance move %s -> %s: %v\n%s", hop.from, hop.to, err, out)
 		}
+		checkGanetiStream(t, out)
 		t.Logf("corral instance move %s -> %s in %s:\n%s", hop.from, hop.to, time.Since(start).Round(time.Millisecond), out)
 		var got string
 		if hop.to == "corral" {
@@ -359,4 +361,13 @@ func ganetiNodeName(t *testing.T) string {
 		t.Fatalf("gnt-cluster getmaster: %v", err)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// checkGanetiStream wants Corral's side of a move with Ganeti to have
+// logged that the disks travel in Ganeti's stream.
+func checkGanetiStream(t *testing.T, out string) {
+	t.Helper()
+	if !strings.Contains(out, "in Ganeti's stream") {
+		t.Errorf("Corral's job log does not say the disks travel in Ganeti's stream:\n%s", out)
+	}
 }
