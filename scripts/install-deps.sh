@@ -5,11 +5,13 @@
 # backend and etcd-client for restoring its snapshots, systemd for
 # systemd-analyze, systemd-sysusers and systemd-tmpfiles, which check the
 # packaged units (they need no running systemd), nftables for the pool
-# firewall's tests, ganeti and ganeti-os-noop for the tests that run
-# Ganeti's own gnt-* tools and burnin against Corral's drop-in mode (their
-# daemons are not started: see below). Idempotent; needs root.
+# firewall's tests; ganeti (3.0 on Debian 12) and ganeti-os-noop for the
+# tests that run Ganeti's own gnt-* tools and burnin against Corral's drop-in
+# mode, with openssh-server, fping and curl for the moves between a real
+# Ganeti and Corral (that e2e test starts and stops its Ganeti itself; the
+# package's daemons are not kept running: see below). Idempotent; needs root.
 set -euo pipefail
-pkgs=(qemu-system-x86 qemu-utils socat busybox-static cpio e2fsprogs iproute2 lz4 make gcc etcd-server etcd-client python3-ganeti-rapi systemd nftables ganeti ganeti-os-noop)
+pkgs=(qemu-system-x86 qemu-utils socat busybox-static cpio e2fsprogs iproute2 lz4 make gcc etcd-server etcd-client python3-ganeti-rapi systemd nftables ganeti ganeti-os-noop openssh-server fping curl)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -22,15 +24,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   apt-get update -q
   DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends "${missing[@]}"
+  # The drop-in tests use only Ganeti's tools against a test root, and the
+  # move test starts and stops its own Ganeti: stop what the package may
+  # have started (nothing runs before a cluster exists, but be sure).
+  if [[ " ${missing[*]} " == *" ganeti "* ]] && [ -d /run/systemd/system ]; then
+    systemctl disable --now ganeti.service ganeti.target 2>/dev/null || true
+  fi
   # Corral starts its own etcd members (internal/etcdproc); the package's
   # default member would only sit on ports 2379 and 2380.
   if [[ " ${missing[*]} " == *" etcd-server "* ]] && [ -d /run/systemd/system ]; then
     systemctl disable --now etcd.service || true
-  fi
-  # Only Ganeti's command-line tools are used, against a test root
-  # (GANETI_ROOTDIR); no Ganeti daemon may run beside Corral's.
-  if [[ " ${missing[*]} " == *" ganeti "* ]] && [ -d /run/systemd/system ]; then
-    systemctl disable --now ganeti.target ganeti.service 2>/dev/null || true
   fi
 fi
 # The guest image build downloads the kernel and busybox packages with

@@ -19,6 +19,10 @@ func impexpCases(e *env) []namedCase {
 		{name: "impexp+gzip", run: e.impexp(impexp.Gzip, false)},
 		{name: "impexp+zstd", run: e.impexp(impexp.Zstd, false)},
 		{name: "impexp+fsync", run: e.impexp(impexp.None, true)},
+		// Ganeti's stream (no frames, no acknowledgement), as Corral
+		// speaks it with a Ganeti node.
+		{name: "impexp-ganeti", run: e.impexpStream(impexp.None, false, impexp.StreamGaneti)},
+		{name: "impexp-ganeti+gzip", run: e.impexpStream(impexp.Gzip, false, impexp.StreamGaneti)},
 	}
 }
 
@@ -29,12 +33,16 @@ type noSync struct{ w io.Writer }
 func (n noSync) Write(p []byte) (int, error) { return n.w.Write(p) }
 
 func (e *env) impexp(c impexp.Compression, sync bool) transfer {
+	return e.impexpStream(c, sync, impexp.StreamCorral)
+}
+
+func (e *env) impexpStream(c impexp.Compression, sync bool, stream impexp.Stream) transfer {
 	return func(ctx context.Context, src, dst string) (func() error, func(), error) {
 		fi, err := os.Stat(src)
 		if err != nil {
 			return nil, nil, err
 		}
-		base := impexp.Config{Magic: "corral-bench.disk0", Compress: c, Size: fi.Size()}
+		base := impexp.Config{Magic: "corral-bench.disk0", Compress: c, Size: fi.Size(), Stream: stream}
 		rcfg, scfg := base, base
 		rcfg.Cert, rcfg.Peer = e.recv.cert, e.send.leaf
 		scfg.Cert, scfg.Peer = e.send.cert, e.recv.leaf

@@ -542,7 +542,7 @@ func (lu *backupExportLU) sendRemote(ctx context.Context, s *StepCtx, inst *conf
 		e := transferEnd{node: node, name: r.Name}
 		ends = append(ends, e)
 		fs = append(fs, followed{label: fmt.Sprintf("disk %d", i), sizeMiB: inst.Disks[i].SizeMiB, ends: []transferEnd{e}})
-		s.Logf(ctx, "disk %d: sending to %s:%d", i, d.Host, d.Port)
+		s.Logf(ctx, "disk %d: sending to %s:%d in %s", i, d.Host, d.Port, peerStreamNote(lu.DestPEM))
 	}
 	return s.followTransfers(ctx, fs)
 }

@@ -317,6 +317,7 @@ func (lu *instanceCreateLU) receiveRemote(ctx context.Context, s *StepCtx, inst 
 	if err := s.LogEntry(ctx, "remote-import", map[string]any{"disks": disks, "x509_ca": signed}); err != nil {
 		return err
 	}
-	s.Logf(ctx, "Waiting for the source cluster to send %d disk(s) (at most %d s for the connections)", len(disks), lu.Import.Timeout)
+	s.Logf(ctx, "Waiting for the source cluster to send %d disk(s) (at most %d s for the connections), in %s",
+		len(disks), lu.Import.Timeout, peerStreamNote(lu.Import.SourcePEM))
 	return s.followTransfers(ctx, fs)
 }

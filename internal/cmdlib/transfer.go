@@ -8,6 +8,7 @@ import (
 
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/impexp"
 	"github.com/corral/corral/internal/nodeapi"
 	"github.com/corral/corral/internal/pki"
 	"github.com/corral/corral/internal/seconds"
@@ -258,6 +259,17 @@ func progressText(st *nodeapi.TransferStatus, sizeMiB int64, done bool) string {
 		fmt.Fprintf(&b, ", ETA %s", seconds.Duration(st.ETA).Round(time.Second))
 	}
 	return b.String()
+}
+
+// peerStreamNote names, for the job log, the stream the nodes use with the
+// other cluster: the node daemons choose it from the peer's transfer
+// certificate (impexp.StreamFor), and this says which they will choose.
+func peerStreamNote(peerPEM string) string {
+	certs, err := pki.ParseCertificatesPEM([]byte(peerPEM))
+	if err != nil || len(certs) != 1 || impexp.StreamFor(certs[0]) == impexp.StreamCorral {
+		return "Corral's stream"
+	}
+	return "Ganeti's stream (the other cluster's transfer certificate is not Corral's)"
 }
 
 // domainSecret reads the cluster domain secret (on each use, so a renewed

@@ -74,6 +74,10 @@ type Config struct {
 	Peer     *x509.Certificate // the ONLY certificate the other end may present
 	Magic    string            // must match ^[-_.a-zA-Z0-9]{5,100}$
 	Compress Compression
+	// Stream is the wire format, the same at both ends: StreamCorral
+	// (also the empty value) between Corral nodes, StreamGaneti with a
+	// Ganeti node (StreamFor decides from the peer's certificate).
+	Stream Stream
 	// Size is the expected payload in bytes, 0 when unknown. It feeds
 	// progress; an import with Size > 0 also rejects a stream that is
 	// shorter or longer.
@@ -119,6 +123,13 @@ func (cfg Config) check(defConnect time.Duration, now time.Time) (Config, error)
 		return cfg, err
 	}
 	cfg.Compress = c
+	switch cfg.Stream {
+	case "":
+		cfg.Stream = StreamCorral
+	case StreamCorral, StreamGaneti:
+	default:
+		return cfg, ecode.Errorf(ecode.Inval, "unknown stream format %q", cfg.Stream)
+	}
 	if len(cfg.Cert.Certificate) == 0 || cfg.Cert.PrivateKey == nil {
 		return cfg, ecode.Errorf(ecode.Inval, "no certificate and key for this end of the transfer")
 	}

@@ -42,7 +42,11 @@ func Listen(cfg Config, addr string) (*Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("import listener on %s: %w", addr, err)
 	}
-	return &Listener{cfg: cfg, tls: serverTLS(cfg), ln: ln}, nil
+	tcfg := serverTLS(cfg)
+	if cfg.Stream == StreamGaneti {
+		tcfg = ganetiServerTLS(cfg)
+	}
+	return &Listener{cfg: cfg, tls: tcfg, ln: ln}, nil
 }
 
 // Port is the bound TCP port.
@@ -108,7 +112,12 @@ func (l *Listener) receive(ctx context.Context, w io.Writer, m *meter) (int64, e
 	stop := context.AfterFunc(ctx, func() { raw.Close() })
 	defer stop()
 
-	n, err := l.readStream(conn, w, m)
+	var n int64
+	if l.cfg.Stream == StreamGaneti {
+		n, err = l.receiveGanetiStream(conn, w, m)
+	} else {
+		n, err = l.readStream(conn, w, m)
+	}
 	if err == nil {
 		if s, ok := w.(interface{ Sync() error }); ok {
 			if serr := s.Sync(); serr != nil {
@@ -116,9 +125,10 @@ func (l *Listener) receive(ctx context.Context, w io.Writer, m *meter) (int64, e
 			}
 		}
 	}
-	if err == nil {
+	if err == nil && l.cfg.Stream != StreamGaneti {
 		// The acknowledgement: the exporter's success means the data is
-		// here. An error instead closes the connection without it.
+		// here. An error instead closes the connection without it. A
+		// Ganeti exporter expects none.
 		if _, werr := conn.Write([]byte{ackByte}); werr != nil {
 			err = fmt.Errorf("sending the acknowledgement: %w", werr)
 		} else {
@@ -143,32 +153,9 @@ func (l *Listener) readStream(conn *tls.Conn, w io.Writer, m *meter) (int64, err
 	if err := readMagic(dec, l.cfg.Magic); err != nil {
 		return 0, err
 	}
-	var src io.Reader = dec
-	if l.cfg.Size > 0 {
-		src = io.LimitReader(dec, l.cfg.Size)
-	}
-	cw := countingWriter{w: w, n: &m.bytes}
-	buf := make([]byte, copyBufferSize)
-	n, err := io.CopyBuffer(cw, &fillReader{r: src}, buf)
+	n, err := copyPayload(dec, l.cfg.Size, w, m)
 	if err != nil {
-		var we *writeError
-		if errors.As(err, &we) {
-			return n, fmt.Errorf("writing the received data: %w", we.err)
-		}
-		return n, streamErr(err)
-	}
-	if l.cfg.Size > 0 {
-		if n < l.cfg.Size {
-			return n, fmt.Errorf("%w: received %d of %d bytes", ErrTruncated, n, l.cfg.Size)
-		}
-		var b [1]byte
-		k, err := io.ReadFull(dec, b[:])
-		if k > 0 {
-			return n, fmt.Errorf("%w (%d bytes)", ErrTooLong, l.cfg.Size)
-		}
-		if !errors.Is(err, io.EOF) {
-			return n, streamErr(err)
-		}
+		return n, err
 	}
 	// The decompressor is done: the frames must be at their end frame
 	// (data after the compressed stream is refused), and nothing may follow
@@ -262,7 +249,13 @@ func (l *Listener) accept(ctx context.Context) (*tls.Conn, error) {
 // handshake runs one server handshake; the first good one is handed over
 // through won, later ones are closed.
 func (l *Listener) handshake(ctx context.Context, c net.Conn, mu *sync.Mutex, done *bool, pending map[net.Conn]struct{}, won chan<- *tls.Conn) {
-	tc := tls.Server(c, l.tls)
+	// The Ganeti stream has no end frame: the end of TCP under TLS must
+	// be seen to tell a cut-off stream.
+	var under net.Conn = c
+	if l.cfg.Stream == StreamGaneti {
+		under = &eofConn{Conn: c}
+	}
+	tc := tls.Server(under, l.tls)
 	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 	err := tc.HandshakeContext(hctx)
 	cancel()

@@ -23,8 +23,10 @@ func Send(ctx context.Context, cfg Config, addr string, r io.Reader) (int64, err
 	if err != nil {
 		return 0, err
 	}
-	tcfg, err := clientTLS(cfg)
-	if err != nil {
+	var tcfg *tls.Config
+	if cfg.Stream == StreamGaneti {
+		tcfg = ganetiClientTLS(cfg)
+	} else if tcfg, err = clientTLS(cfg); err != nil {
 		return 0, err
 	}
 	m := newMeter(cfg)
@@ -54,9 +56,14 @@ func send(ctx context.Context, cfg Config, tcfg *tls.Config, addr string, r io.R
 	stop := context.AfterFunc(ctx, func() { raw.Close() })
 	defer stop()
 
-	n, err := writeStream(cfg, conn, r, m)
-	if err == nil {
-		err = waitAck(conn)
+	var n int64
+	if cfg.Stream == StreamGaneti {
+		n, err = writeGanetiStream(cfg, conn, r, m)
+	} else {
+		n, err = writeStream(cfg, conn, r, m)
+		if err == nil {
+			err = waitAck(conn)
+		}
 	}
 	if err != nil && ctx.Err() != nil {
 		return n, fmt.Errorf("export aborted: %w", ctx.Err())

@@ -539,7 +539,9 @@ func (s *Server) transferConfig(o nodeapi.ImpExpOptions) (impexp.Config, error) 
 	if o.ConnectRetries < 0 || o.ConnectRetries > maxConnectRetries {
 		return impexp.Config{}, ecode.Errorf(ecode.Inval, "invalid connect retries %d (0 to %d)", o.ConnectRetries, maxConnectRetries)
 	}
-	return impexp.Config{Cert: cert, Peer: peer, Magic: o.Magic, Compress: comp,
+	// The peer's certificate says which stream it speaks: Corral's own
+	// between Corral nodes, Ganeti's socat stream with a Ganeti node.
+	return impexp.Config{Cert: cert, Peer: peer, Magic: o.Magic, Compress: comp, Stream: impexp.StreamFor(peer),
 		ConnectTimeout: time.Duration(o.ConnectTimeout) * time.Second, ConnectRetries: o.ConnectRetries, Logger: s.log}, nil
 }
 

@@ -30,7 +30,7 @@ func fastCert(cn string, validity time.Duration, now time.Time) ([]byte, []byte,
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(now.UnixNano()),
-		Subject:      pkix.Name{CommonName: cn},
+		Subject:      pkix.Name{CommonName: cn, OrganizationalUnit: []string{pki.TransferStreamOU}},
 		DNSNames:     []string{cn},
 		NotBefore:    now.Add(-time.Minute),
 		NotAfter:     now.Add(validity),

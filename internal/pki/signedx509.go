@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -160,9 +161,30 @@ func firstCertificate(data []byte) (*x509.Certificate, error) {
 	}
 }
 
+// TransferStreamOU is the organizational unit of Corral's transfer
+// certificates: it tells a peer that this end speaks Corral's own disk
+// stream. Ganeti's transfer certificates carry no such unit, so a peer
+// whose certificate lacks it gets Ganeti's stream (impexp.StreamFor). The
+// certificate travels signed with the cluster domain secret, so the unit
+// cannot be added or removed on the way.
+const TransferStreamOU = "corral-stream=1"
+
+// GanetiTransferName is the host name Ganeti 3.0's exporting socat checks
+// the importer's certificate against (its X509_CERT_CN, whatever the
+// importer's real name): Corral's transfer certificates list it as an
+// extra DNS name so that Ganeti can send to a Corral node.
+const GanetiTransferName = "ganeti.example.com"
+
+// IsCorralTransferCert reports whether c is a transfer certificate made by
+// Corral (it carries TransferStreamOU).
+func IsCorralTransferCert(c *x509.Certificate) bool {
+	return c != nil && slices.Contains(c.Subject.OrganizationalUnit, TransferStreamOU)
+}
+
 // NewTransferCert makes a self-signed certificate and its key (PKCS#8 PEM)
-// for one transfer: CN and DNS name cn, plus an IP address SAN when cn is
-// an address, valid from a minute before now for validity, at most
+// for one transfer: CN and first DNS name cn, then GanetiTransferName, plus
+// an IP address SAN when cn is an address, and the unit TransferStreamOU;
+// valid from a minute before now for validity, at most
 // MaxTransferCertValidity. The serial is now in Unix seconds, as Ganeti
 // numbers these certificates; the peer pins the whole certificate, so the
 // serial need not be unpredictable.
@@ -184,7 +206,7 @@ func NewTransferCert(cn string, validity time.Duration, now time.Time) (certPEM,
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:       big.NewInt(now.Unix()),
-		Subject:            pkix.Name{CommonName: cn},
+		Subject:            pkix.Name{CommonName: cn, OrganizationalUnit: []string{TransferStreamOU}},
 		NotBefore:          now.Add(-transferCertBackdate),
 		NotAfter:           now.Add(validity),
 		SignatureAlgorithm: x509.SHA256WithRSA,
@@ -192,7 +214,7 @@ func NewTransferCert(cn string, validity time.Duration, now time.Time) (certPEM,
 		// Both: the exporting node connects and the importing one listens,
 		// and each presents its transfer certificate.
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:    []string{cn},
+		DNSNames:    []string{cn, GanetiTransferName},
 	}
 	if ip != nil {
 		tmpl.IPAddresses = []net.IP{ip}

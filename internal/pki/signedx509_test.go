@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -401,8 +402,13 @@ func TestNewTransferCert(t *testing.T) {
 			if !cert.NotBefore.Equal(now.Add(-time.Minute)) || !cert.NotAfter.Equal(now.Add(c.wantLife)) {
 				t.Errorf("valid %s to %s, want %s to %s", cert.NotBefore, cert.NotAfter, now.Add(-time.Minute), now.Add(c.wantLife))
 			}
-			if len(cert.DNSNames) != 1 || cert.DNSNames[0] != c.cn {
+			// The first name is the node's; the second is the one Ganeti
+			// 3.0's exporter checks.
+			if !slices.Equal(cert.DNSNames, []string{c.cn, GanetiTransferName}) {
 				t.Errorf("DNS names %v", cert.DNSNames)
+			}
+			if !IsCorralTransferCert(cert) {
+				t.Errorf("unit %v does not mark Corral's stream", cert.Subject.OrganizationalUnit)
 			}
 			if c.ip != nil && (len(cert.IPAddresses) != 1 || !cert.IPAddresses[0].Equal(c.ip)) || c.ip == nil && len(cert.IPAddresses) != 0 {
 				t.Errorf("IP addresses %v, want %v", cert.IPAddresses, c.ip)

@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -88,7 +89,7 @@ func New(cfg Config) (*Client, error) {
 	c.tr = &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		DialContext:         (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:     serverTLS(pool, cfg.CAPEM),
 		TLSHandshakeTimeout: dialTimeout,
 		ForceAttemptHTTP2:   true,
 		MaxIdleConnsPerHost: 4,
@@ -215,4 +216,54 @@ func (c *Client) answerErr(status int, data []byte, method, path string) error {
 		}
 	}
 	return e
+}
+
+// serverTLS verifies the RAPI server against the CA file: a chain to one of
+// its certificates that names the host, as usual, or, without the name, a
+// server certificate that is itself one of the file's certificates. The
+// second is how Ganeti's RAPI certificate is used: self-signed, given as
+// its own CA file, and named ganeti.example.com whatever the host.
+// Anything else is refused.
+func serverTLS(pool *x509.CertPool, caPEM []byte) *tls.Config {
+	pinned := pemCertificates(caPEM)
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, // replaced by VerifyConnection
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("the RAPI server presented no certificate")
+			}
+			leaf := cs.PeerCertificates[0]
+			for _, p := range pinned {
+				if bytes.Equal(p.Raw, leaf.Raw) {
+					return nil
+				}
+			}
+			inter := x509.NewCertPool()
+			for _, c := range cs.PeerCertificates[1:] {
+				inter.AddCert(c)
+			}
+			_, err := leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, DNSName: cs.ServerName})
+			return err
+		},
+	}
+}
+
+// pemCertificates parses every certificate in a PEM text, skipping what
+// does not parse.
+func pemCertificates(data []byte) []*x509.Certificate {
+	var out []*x509.Certificate
+	for {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil {
+			return out
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		if c, err := x509.ParseCertificate(b.Bytes); err == nil {
+			out = append(out, c)
+		}
+	}
 }
