@@ -48,9 +48,9 @@ var rawcopyOS = map[string]string{
 	"import":             "#!/bin/sh\nset -e\nexec dd of=\"$IMPORT_DEVICE\" bs=1M conv=notrunc status=none\n",
 }
 
-// requireGaneti skips without Ganeti's packages, or fails when
+// requireRealGaneti skips without the packages a real Ganeti cluster needs, or fails when
 // CORRAL_REQUIRE_GANETI=1 (CI installs them).
-func requireGaneti(t *testing.T) {
+func requireRealGaneti(t *testing.T) {
 	t.Helper()
 	requireRoot(t)
 	var missing []string
@@ -257,7 +257,7 @@ func runMoveInstance(t *testing.T, args ...string) (string, time.Duration) {
 // streams meet Corral's Ganeti stream mode in both directions, and the
 // disk arrives intact each time.
 func TestGanetiMoveRoundTrip(t *testing.T) {
-	requireGaneti(t)
+	requireRealGaneti(t)
 	g := startGaneti(t)
 	c := newCluster(t, clusterOpts{nodes: 0, hypervisors: []string{"fake"}, osDir: rawcopyOSDir(t)})
 	if out, err := c.corral("cluster", "renew-crypto", "--cluster-domain-secret", ganetiSecret, "--force"); err != nil {
