@@ -36,8 +36,8 @@ func (e *env) impexp(c impexp.Compression, sync bool) transfer {
 		}
 		base := impexp.Config{Magic: "corral-bench.disk0", Compress: c, Size: fi.Size()}
 		rcfg, scfg := base, base
-		rcfg.Cert, rcfg.Peer = e.recv.cert, e.send.leaf
-		scfg.Cert, scfg.Peer = e.send.cert, e.recv.leaf
+		rcfg.Cert, rcfg.Peer = e.recv.Cert, e.send.Leaf
+		scfg.Cert, scfg.Peer = e.send.Cert, e.recv.Leaf
 		l, err := impexp.Listen(rcfg, "127.0.0.1:0")
 		if err != nil {
 			return nil, nil, err
