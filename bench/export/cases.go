@@ -22,6 +22,31 @@ func (b *bench) measure(ctx context.Context, c string, src *source) (sample, err
 			return sample{}, err
 		}
 	}
+	cpu0 := b.cpu()
+	s, err := b.runCase(ctx, c, src)
+	s.cpu = b.cpu() - cpu0
+	return s, err
+}
+
+// cpu is the CPU time so far of every daemon of the dev clusters (with the
+// scripts the node daemons ran) and of this program's children (socat,
+// the move command).
+func (b *bench) cpu() time.Duration {
+	t := harness.ChildrenCPU()
+	for _, c := range []*harness.Cluster{b.a, b.b} {
+		if c == nil || c.State == nil {
+			continue
+		}
+		for _, p := range c.State.Procs {
+			if st, err := harness.ReadStat(p.PID); err == nil {
+				t += st.CPU() + st.Children
+			}
+		}
+	}
+	return t
+}
+
+func (b *bench) runCase(ctx context.Context, c string, src *source) (sample, error) {
 	switch c {
 	case "socat", "socat+sync":
 		return b.socat(ctx, *src, c == "socat+sync")

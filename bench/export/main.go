@@ -148,8 +148,8 @@ func run() error {
 					return fmt.Errorf("%s, %s data, %s, run %d: %w", c, src.kind, src.mode, r, err)
 				}
 				maxLoad = max(maxLoad, load1())
-				harness.Progress(b.started, "run %d/%d %-6s %-3s %-10s %7.1f MB/s (%.2f s; data phase %.2f s)",
-					r, o.runs, src.kind, src.mode, c, s.mbps(b.size), s.total.Seconds(), s.data.Seconds())
+				harness.Progress(b.started, "run %d/%d %-6s %-3s %-10s %7.1f MB/s (%.2f s; data phase %.2f s; %.2f CPU s)",
+					r, o.runs, src.kind, src.mode, c, s.mbps(b.size), s.total.Seconds(), s.data.Seconds(), s.cpu.Seconds())
 				key := src.kind + "/" + src.mode + "/" + c
 				results[key] = append(results[key], s)
 			}
@@ -163,6 +163,7 @@ func run() error {
 type sample struct {
 	total time.Duration // submission to success (socat: the transfer)
 	data  time.Duration // the job's data phase (its first and last transfer log lines); 0 when unknown
+	cpu   time.Duration // CPU time of the daemons, their scripts and this program's children
 }
 
 func (s sample) mbps(size int64) float64 { return float64(size) / s.total.Seconds() / 1e6 }
@@ -192,9 +193,10 @@ func table(o options, b *bench, results map[string][]sample, load string, maxLoa
 		"one-minute load up to %.2f; compress %s; OS %s.\n\n",
 		o.sizeMiB, b.size, o.runs, b.started.UTC().Format("2006-01-02 15:04 UTC"), b.machine.Cores, load, loadAverage(), maxLoad, o.compress, o.osName)
 	sb.WriteString("MB/s is 10^6 bytes of disk per second from submission to success; × socat divides medians on the same data in this run; " +
-		"data phase is the job's time from its first to its last transfer log line.\n\n")
-	sb.WriteString("| data | path | case | MB/s | min–max | × socat | × socat+sync | data phase s |\n")
-	sb.WriteString("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
+		"data phase is the job's time from its first to its last transfer log line; " +
+		"CPU s per GB is the median CPU time of the daemons of both clusters, their scripts and socat or the move command, per 10^9 bytes.\n\n")
+	sb.WriteString("| data | path | case | MB/s | min–max | × socat | × socat+sync | data phase s | CPU s per GB |\n")
+	sb.WriteString("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, src := range b.sources {
 		base := medianMBps(results[src.kind+"/"+b.socatMode()+"/socat"], b.size)
 		baseSync := medianMBps(results[src.kind+"/"+b.socatMode()+"/socat+sync"], b.size)
@@ -205,8 +207,9 @@ func table(o options, b *bench, results map[string][]sample, load string, maxLoa
 			}
 			m := medianMBps(ss, b.size)
 			lo, hi := ss[0].mbps(b.size), ss[0].mbps(b.size)
-			var datas []float64
+			var datas, cpus []float64
 			for _, s := range ss {
+				cpus = append(cpus, s.cpu.Seconds())
 				lo, hi = min(lo, s.mbps(b.size)), max(hi, s.mbps(b.size))
 				if s.data > 0 {
 					datas = append(datas, s.data.Seconds())
@@ -224,7 +227,8 @@ func table(o options, b *bench, results map[string][]sample, load string, maxLoa
 			if c == "socat" || c == "socat+sync" {
 				path = "file"
 			}
-			fmt.Fprintf(&sb, "| %s | %s | %s | %.0f | %.0f–%.0f | %.2f | %s | %s |\n", src.kind, path, c, m, lo, hi, m/base, syncRatio, data)
+			fmt.Fprintf(&sb, "| %s | %s | %s | %.0f | %.0f–%.0f | %.2f | %s | %s | %.2f |\n", src.kind, path, c, m, lo, hi, m/base, syncRatio, data,
+				median(cpus)/(float64(b.size)/1e9))
 		}
 	}
 	return sb.String()
