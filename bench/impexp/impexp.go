@@ -12,7 +12,8 @@ import (
 
 // impexpCases are Corral's own transport, one case per compression, plus
 // the uncompressed transfer as an import really runs it: the importer
-// syncs the file before acknowledging.
+// writes the file back while it arrives and syncs it before
+// acknowledging.
 func impexpCases(e *env) []namedCase {
 	return []namedCase{
 		{name: "impexp", run: e.impexp(impexp.None, false)},
@@ -56,7 +57,15 @@ func (e *env) impexp(c impexp.Compression, sync bool) transfer {
 			defer in.Close()
 			var w io.Writer = noSync{out}
 			if sync {
-				w = out
+				// As the node daemon writes an import: written back
+				// while it arrives, synced before the acknowledgement.
+				wb, err := impexp.NewWritebackFile(out)
+				if err != nil {
+					out.Close()
+					return err
+				}
+				defer wb.Abandon()
+				w = wb
 			}
 			recvErr := make(chan error, 1)
 			go func() {
