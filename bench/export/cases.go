@@ -138,7 +138,7 @@ func (b *bench) move(ctx context.Context, src source) (sample, error) {
 	}
 	p, err := diskPath(ctx, b.cb, b.b.State.StateDir, "node1", src.name)
 	if err == nil {
-		err = b.check(src, p)
+		err = b.checkPayload(src, p)
 	}
 	if rerr := harness.RunJob(ctx, b.cb, harness.Op("OP_INSTANCE_REMOVE", "instance_name", src.name)); rerr != nil && err == nil {
 		err = fmt.Errorf("removing %s on the destination: %w", src.name, rerr)
@@ -146,10 +146,8 @@ func (b *bench) move(ctx context.Context, src source) (sample, error) {
 	return s, err
 }
 
-// check compares a copy of src's disk with src's data: the whole disk
-// on the raw path, the data file in its file system on the OS path (a
-// rename script may have rewritten /etc/hostname and the file system's
-// metadata). Without -verify it checks the copy's size.
+// check compares a copy of src's disk with src's disk, byte for byte
+// (without -verify: its size).
 func (b *bench) check(src source, copy string) error {
 	if !b.o.verify {
 		fi, err := os.Stat(copy)
@@ -161,15 +159,23 @@ func (b *bench) check(src source, copy string) error {
 		}
 		return nil
 	}
-	if src.mode == "raw" {
-		return harness.SameContent(src.ref, copy)
+	return harness.SameContent(src.ref, copy)
+}
+
+// checkPayload compares the data file in the file system of an OS path's
+// copy with the data written into it: the move's destination runs the
+// rename script, which rewrites /etc/hostname and the file system's
+// metadata.
+func (b *bench) checkPayload(src source, copy string) error {
+	if src.mode == "raw" || !b.o.verify {
+		return b.check(src, copy)
 	}
 	out := filepath.Join(b.dir, "payload.out")
 	defer os.Remove(out)
 	if msg, err := exec.Command("debugfs", "-R", "dump "+payloadFile+" "+out, copy).CombinedOutput(); err != nil {
 		return fmt.Errorf("reading the data file of %s: %w: %s", copy, err, msg)
 	}
-	return harness.SameContent(src.ref, out)
+	return harness.SameContent(src.payload, out)
 }
 
 // timedJob submits one job, waits for its success and times it; the data

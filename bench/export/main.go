@@ -16,7 +16,8 @@
 // of every case, then run 2...) so that load from other work spreads over
 // them, every run starts from recently used memory (harness.PrimeMemory),
 // and every copy is compared with its source byte for byte outside the
-// timing. Prints a Markdown table on stdout, with each case's median as a
+// timing (a move's copy on the OS path by the data file in its file
+// system, since the destination runs the rename script). Prints a Markdown table on stdout, with each case's median as a
 // ratio to socat's median on the same data in the same run.
 package main
 

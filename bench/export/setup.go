@@ -24,6 +24,9 @@ type source struct {
 	name string // the instance on the first cluster, on node1
 	path string // its disk file (the import case replaces the instance)
 	ref  string // a file with the same bytes, what every copy is compared with
+	// payload, on the OS path, is the data file in the disk's file system,
+	// for copies a rename script has changed (the move's).
+	payload string
 }
 
 // bench is the set-up every case runs against.
@@ -117,17 +120,24 @@ func (b *bench) newSource(ctx context.Context, kind, mode string) (source, error
 	// The OS's rename script, which an import under another name and
 	// every move run, needs the file system the create script made: the
 	// data goes into a file in it, 7/8 of the disk.
-	if err := harness.WriteDataFile(s.ref, b.size/8*7>>20<<20, kind == "random"); err != nil {
+	s.payload = filepath.Join(b.dir, s.name+".payload")
+	if err := harness.WriteDataFile(s.payload, b.size/8*7>>20<<20, kind == "random"); err != nil {
 		return s, err
 	}
-	out, err := exec.CommandContext(ctx, "debugfs", "-w", "-R", "write "+s.ref+" "+payloadFile, s.path).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "debugfs", "-w", "-R", "write "+s.payload+" "+payloadFile, s.path).CombinedOutput()
 	if err != nil {
 		return s, fmt.Errorf("writing the data into the file system of %s: %w: %s", s.name, err, out)
 	}
 	if err := syncFile(s.path); err != nil {
 		return s, err
 	}
-	return s, b.check(s, s.path)
+	if err := b.checkPayload(s, s.path); err != nil {
+		return s, err
+	}
+	if err := copyFile(s.path, s.ref); err != nil {
+		return s, err
+	}
+	return s, harness.SameContent(s.ref, s.path)
 }
 
 // payloadFile is the data file in an OS instance's file system.
@@ -153,7 +163,7 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_TRUNC, 0)
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
