@@ -24,7 +24,7 @@ func (b *bench) measure(ctx context.Context, c string, src *source) (sample, err
 	}
 	cpu0 := b.cpu()
 	s, err := b.runCase(ctx, c, src)
-	s.cpu = b.cpu() - cpu0
+	s.cpu -= cpu0
 	return s, err
 }
 
@@ -46,6 +46,8 @@ func (b *bench) cpu() time.Duration {
 	return t
 }
 
+// runCase runs one case; its sample's cpu is b.cpu() at the end of the
+// timed part, before the copy is checked.
 func (b *bench) runCase(ctx context.Context, c string, src *source) (sample, error) {
 	switch c {
 	case "socat", "socat+sync":
@@ -75,7 +77,7 @@ func (b *bench) socat(ctx context.Context, src source, sync bool) (sample, error
 	if err := timed(); err != nil {
 		return sample{}, err
 	}
-	s := sample{total: time.Since(t0)}
+	s := sample{total: time.Since(t0), cpu: b.cpu()}
 	return s, b.check(src, dst)
 }
 
@@ -90,6 +92,7 @@ func (b *bench) export(ctx context.Context, src source) (sample, error) {
 	op := harness.Op("OP_BACKUP_EXPORT", "instance_name", src.name, "target_node", "node2", "mode", "local",
 		"shutdown", true, "compress", b.o.compress)
 	s, err := timedJob(ctx, b.ca, op)
+	s.cpu = b.cpu()
 	if err != nil {
 		return s, err
 	}
@@ -114,6 +117,7 @@ func (b *bench) importExport(ctx context.Context, src *source) (sample, error) {
 		"disk_template", "file", "disks", []any{map[string]any{"size": b.o.sizeMiB}}, "nics", []any{},
 		"hypervisor", "fake", "pnode", "node1", "start", false, "compress", b.o.compress)
 	s, err := timedJob(ctx, b.ca, op)
+	s.cpu = b.cpu()
 	if err != nil {
 		return s, err
 	}
@@ -132,7 +136,7 @@ func (b *bench) move(ctx context.Context, src source) (sample, error) {
 	args = append(args, src.name)
 	t0 := time.Now()
 	out, err := b.corral(b.a, args...)
-	s := sample{total: time.Since(t0)}
+	s := sample{total: time.Since(t0), cpu: b.cpu()}
 	if err != nil {
 		return s, fmt.Errorf("%w: %s", err, out)
 	}
