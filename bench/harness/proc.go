@@ -18,10 +18,13 @@ const clockTick = 10 * time.Millisecond
 
 // Stat is the part of /proc/<pid>/stat the benchmarks use.
 type Stat struct {
-	State   byte          // R, S, D, Z, ...
-	User    time.Duration // utime
-	System  time.Duration // stime
-	Threads int
+	State  byte          // R, S, D, Z, ...
+	User   time.Duration // utime
+	System time.Duration // stime
+	// Children is the user plus system time of the process's waited-for
+	// children (cutime + cstime): the scripts a node daemon ran.
+	Children time.Duration
+	Threads  int
 }
 
 // CPU is the process's user plus system time.
@@ -50,15 +53,16 @@ func parseStat(s string) (Stat, error) {
 	if len(f) < 18 || len(f[0]) != 1 {
 		return Stat{}, fmt.Errorf("proc stat: %d fields after the command name, want at least 18", len(f))
 	}
-	var n [3]uint64
-	for k, idx := range []int{11, 12, 17} {
+	var n [5]uint64
+	for k, idx := range []int{11, 12, 17, 13, 14} {
 		v, err := strconv.ParseUint(f[idx], 10, 63)
 		if err != nil {
 			return Stat{}, fmt.Errorf("proc stat: field %d: %w", idx+3, err)
 		}
 		n[k] = v
 	}
-	return Stat{State: f[0][0], User: time.Duration(n[0]) * clockTick, System: time.Duration(n[1]) * clockTick, Threads: int(n[2])}, nil
+	return Stat{State: f[0][0], User: time.Duration(n[0]) * clockTick, System: time.Duration(n[1]) * clockTick, Threads: int(n[2]),
+		Children: time.Duration(n[3]+n[4]) * clockTick}, nil
 }
 
 // RSS returns the resident set size of pid in bytes (VmRSS).
@@ -178,6 +182,16 @@ func RaiseNoFile(n uint64) (syscall.Rlimit, error) {
 		return lim, fmt.Errorf("raising the open-file limit to %d: %w", n, err)
 	}
 	return lim, nil
+}
+
+// ChildrenCPU is the CPU time of this process's waited-for children and
+// their descendants.
+func ChildrenCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // SelfCPU is the CPU time this process has used.

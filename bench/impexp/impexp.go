@@ -12,7 +12,8 @@ import (
 
 // impexpCases are Corral's own transport, one case per compression, plus
 // the uncompressed transfer as an import really runs it: the importer
-// syncs the file before acknowledging.
+// writes the file back while it arrives and syncs it before
+// acknowledging.
 func impexpCases(e *env) []namedCase {
 	return []namedCase{
 		{name: "impexp", run: e.impexp(impexp.None, false)},
@@ -44,8 +45,8 @@ func (e *env) impexpStream(c impexp.Compression, sync bool, stream impexp.Stream
 		}
 		base := impexp.Config{Magic: "corral-bench.disk0", Compress: c, Size: fi.Size(), Stream: stream}
 		rcfg, scfg := base, base
-		rcfg.Cert, rcfg.Peer = e.recv.cert, e.send.leaf
-		scfg.Cert, scfg.Peer = e.send.cert, e.recv.leaf
+		rcfg.Cert, rcfg.Peer = e.recv.Cert, e.send.Leaf
+		scfg.Cert, scfg.Peer = e.send.Cert, e.recv.Leaf
 		l, err := impexp.Listen(rcfg, "127.0.0.1:0")
 		if err != nil {
 			return nil, nil, err
@@ -64,7 +65,15 @@ func (e *env) impexpStream(c impexp.Compression, sync bool, stream impexp.Stream
 			defer in.Close()
 			var w io.Writer = noSync{out}
 			if sync {
-				w = out
+				// As the node daemon writes an import: written back
+				// while it arrives, synced before the acknowledgement.
+				wb, err := impexp.NewWritebackFile(out)
+				if err != nil {
+					out.Close()
+					return err
+				}
+				defer wb.Abandon()
+				w = wb
 			}
 			recvErr := make(chan error, 1)
 			go func() {

@@ -10,20 +10,17 @@
 // before the first run and the destination is written, not synced (except
 // in the impexp+fsync case), so the figures are of the transport and the
 // compression, not of the disk. Every run starts from recently used memory
-// (see primeMemory).
+// (see harness.PrimeMemory).
 // The cases of one run are interleaved (run 1 of every case, then run 2
 // ...) so that load from other work on the machine spreads over all of
 // them. Prints a Markdown table on stdout and progress on stderr.
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -34,6 +31,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/corral/corral/bench/harness"
 )
 
 type namedCase struct {
@@ -100,11 +99,11 @@ func run() error {
 		return err
 	}
 	defer os.RemoveAll(certDir)
-	recv, err := newEndpoint(certDir, "corral-bench-recv")
+	recv, err := harness.NewTLSEndpoint(certDir, "corral-bench-recv")
 	if err != nil {
 		return err
 	}
-	send, err := newEndpoint(certDir, "corral-bench-send")
+	send, err := harness.NewTLSEndpoint(certDir, "corral-bench-send")
 	if err != nil {
 		return err
 	}
@@ -120,7 +119,7 @@ func run() error {
 	for _, k := range kinds {
 		p := filepath.Join(dir, "src-"+k)
 		progress(started, "writing %s (%s of %s data)", p, *sizeFlag, k)
-		if err := writeSource(p, size, k == "random"); err != nil {
+		if err := harness.WriteDataFile(p, size, k == "random"); err != nil {
 			return err
 		}
 		defer os.Remove(p)
@@ -141,7 +140,7 @@ func run() error {
 					return ctx.Err()
 				}
 				if *prime {
-					if err := primeMemory(dst, size); err != nil {
+					if err := harness.PrimeMemory(dst, size); err != nil {
 						return err
 					}
 				}
@@ -229,7 +228,7 @@ func measure(ctx context.Context, t transfer, src, dst string, size int64, verif
 		return sample{}, err
 	}
 	if verify {
-		if err := sameContent(src, dst); err != nil {
+		if err := harness.SameContent(src, dst); err != nil {
 			return sample{}, err
 		}
 	} else if fi, err := os.Stat(dst); err != nil {
@@ -260,99 +259,6 @@ func cpuTime() (user, sys time.Duration) {
 		}
 	}
 	return user, sys
-}
-
-// writeSource writes size bytes of random (a fixed-seed ChaCha8 stream:
-// incompressible and the same every time) or zero data, then reads the
-// file back once so that every run finds it in the page cache.
-func writeSource(path string, size int64, random bool) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	buf := make([]byte, 1<<20)
-	rng := rand.NewChaCha8([32]byte{'c', 'o', 'r', 'r', 'a', 'l'})
-	for left := size; left > 0; {
-		n := min(left, int64(len(buf)))
-		if random {
-			_, _ = rng.Read(buf[:n])
-		}
-		if _, err := f.Write(buf[:n]); err != nil {
-			f.Close()
-			return err
-		}
-		left -= n
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	f, err = os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	_, err = io.Copy(io.Discard, f)
-	return err
-}
-
-// primeMemory writes size zero bytes to path in 1 MiB blocks and deletes
-// the file. On a virtual machine that hands memory the guest freed back to
-// the host (as this one does), page-cache pages taken from long-free memory
-// cost a host fault each: a 1 GiB write in 1 MiB blocks right after writes
-// in small blocks ran at 0.7 GB/s here instead of 3.4 GB/s, which charged
-// whichever case wrote large blocks first for the memory's history rather
-// than for its own work. Writing and freeing the same amount just before a
-// run gives every case the same recently used memory.
-func primeMemory(path string, size int64) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	buf := make([]byte, 1<<20)
-	for left := size; left > 0; left -= int64(len(buf)) {
-		if _, err := f.Write(buf[:min(left, int64(len(buf)))]); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Remove(path)
-}
-
-// sameContent fails unless the two files hold the same bytes.
-func sameContent(a, b string) error {
-	fa, err := os.Open(a)
-	if err != nil {
-		return err
-	}
-	defer fa.Close()
-	fb, err := os.Open(b)
-	if err != nil {
-		return err
-	}
-	defer fb.Close()
-	ba, bb := make([]byte, 1<<20), make([]byte, 1<<20)
-	var off int64
-	for {
-		na, ea := io.ReadFull(fa, ba)
-		nb, eb := io.ReadFull(fb, bb)
-		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
-			return fmt.Errorf("destination differs from the source in the MiB at offset %d (%d and %d bytes read)", off, na, nb)
-		}
-		off += int64(na)
-		endA := ea == io.EOF || ea == io.ErrUnexpectedEOF
-		endB := eb == io.EOF || eb == io.ErrUnexpectedEOF
-		switch {
-		case endA && endB:
-			return nil
-		case ea != nil && !endA:
-			return ea
-		case eb != nil && !endB:
-			return eb
-		}
-	}
 }
 
 // parseSize reads a byte count with an optional K, M or G suffix (powers

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/impexp"
 	"github.com/corral/corral/internal/nodeapi"
@@ -41,9 +43,8 @@ const (
 var (
 	componentRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
-	errScriptEnded  = errors.New("the import script exited before reading the whole stream")
-	errStreamClosed = errors.New("the stream was closed")
-	errAborted      = errors.New("aborted")
+	errScriptEnded = errors.New("the import script exited before reading the whole stream")
+	errAborted     = errors.New("aborted")
 )
 
 // impexpRoutes registers the transfer certificate, transfer and export
@@ -364,9 +365,16 @@ func fileSink(path string, create bool) sinkOpener {
 		if err != nil {
 			return nil, ecode.Errorf(ecode.Environ, "opening %s for the import: %v", path, err)
 		}
-		// Receive syncs an *os.File before it acknowledges the stream, so
-		// the exporter's success means the data is on disk.
-		sink := &dataSink{w: f, finish: func(recvErr error) error {
+		// The disk writes run while the stream does; Receive syncs the
+		// writer before it acknowledges the stream, so the exporter's
+		// success means the data is on disk.
+		wb, err := impexp.NewWritebackFile(f)
+		if err != nil {
+			f.Close()
+			return nil, ecode.Errorf(ecode.Environ, "opening %s for the import: %w", path, err)
+		}
+		sink := &dataSink{w: wb, finish: func(recvErr error) error {
+			wb.Abandon() // after Receive's Sync: nothing left to stop
 			if err := f.Close(); err != nil && recvErr == nil {
 				return fmt.Errorf("closing %s: %w", path, err)
 			}
@@ -389,6 +397,9 @@ func fileSource(path string) sourceOpener {
 			}
 			return nil, ecode.Errorf(ecode.Environ, "opening %s for the export: %v", path, err)
 		}
+		// A disk is read once, front to back: a larger read-ahead keeps
+		// the stream from waiting on the disk (a hint; errors ignored).
+		_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_SEQUENTIAL)
 		return &dataSource{r: f, finish: func(error) error { return f.Close() }}, nil
 	}
 }
@@ -445,74 +456,6 @@ func tailLines(path string, n int) []string {
 		lines = lines[len(lines)-n:]
 	}
 	return lines
-}
-
-// scriptSink feeds the stream to the OS import script's stdin through a
-// pipe: no temporary copy.
-func (s *Server) scriptSink(o *osapi.OS, inst osapi.Instance, disk int) sinkOpener {
-	return func(ctx context.Context) (*dataSink, error) {
-		pr, pw := io.Pipe()
-		out := &scriptOutput{}
-		res := make(chan error, 1)
-		go func() {
-			log, err := s.osRunner.RunImport(ctx, o, inst, disk, pr)
-			out.set(log)
-			if err != nil {
-				pr.CloseWithError(err)
-			} else {
-				pr.CloseWithError(errScriptEnded)
-			}
-			res <- err
-		}()
-		sp := &scriptPipe{PipeWriter: pw, res: res}
-		return &dataSink{w: sp, recent: out.lines, finish: func(recvErr error) error {
-			sp.end(recvErr)
-			return sp.err
-		}}, nil
-	}
-}
-
-// scriptPipe is the import script's stdin. Its Sync ends the input and
-// waits for the script, so the sender is acknowledged only once the
-// script has stored everything.
-type scriptPipe struct {
-	*io.PipeWriter
-	res  chan error
-	once sync.Once
-	err  error
-}
-
-func (p *scriptPipe) Sync() error {
-	p.end(nil)
-	return p.err
-}
-
-// end closes the script's input (recvErr nil: the stream was complete)
-// and waits for the script, once.
-func (p *scriptPipe) end(recvErr error) {
-	p.once.Do(func() {
-		p.PipeWriter.CloseWithError(recvErr)
-		p.err = <-p.res
-	})
-}
-
-// scriptSource streams the OS export script's stdout.
-func (s *Server) scriptSource(o *osapi.OS, inst osapi.Instance, disk int) sourceOpener {
-	return func(ctx context.Context) (*dataSource, error) {
-		pr, pw := io.Pipe()
-		out := &scriptOutput{}
-		res := make(chan error, 1)
-		go func() {
-			log, err := s.osRunner.RunExport(ctx, o, inst, disk, pw)
-			out.set(log)
-			pw.CloseWithError(err) // nil: the end of the stream
-			res <- err
-		}()
-		return &dataSource{r: pr, recent: out.lines, finish: func(error) error {
-			pr.CloseWithError(errStreamClosed) // unblocks a script still writing
-			return <-res
-		}}, nil
-	}
 }
 
 // transferConfig checks the options both ends agreed on and loads this

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/nodeapi"
@@ -187,6 +190,9 @@ func TestTransferFileAndDisk(t *testing.T) {
 	got, err = os.ReadFile(disk)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("A's disk differs (%d bytes, %v)", len(got), err)
+	}
+	if dirty, wb := pageCache(t, disk); dirty != 0 || wb != 0 {
+		t.Fatalf("disk import acknowledged with %d pages dirty, %d under writeback", dirty, wb)
 	}
 
 	// A disk import of the wrong size fails: the stream is short.
@@ -377,10 +383,12 @@ func dummyOS(t *testing.T, s *Server) {
 		"ganeti_api_version": "10\n",
 		"create":             "#!/bin/sh\nexit 0\n",
 		"rename":             "#!/bin/sh\nexit 0\n",
-		"export":             "#!/bin/sh\nset -e\ncat \"$EXPORT_DISK_PATH\"\necho \"exported disk $EXPORT_INDEX\" >&2\n",
+		"export": "#!/bin/sh\nset -e\nif [ \"$INSTANCE_NAME\" = failexp.example.com ]; then\n" +
+			"  head -c 100000 \"$EXPORT_DISK_PATH\"; echo 'the imaginary disk broke' >&2; exit 4\nfi\n" +
+			"cat \"$EXPORT_DISK_PATH\"\necho \"exported disk $EXPORT_INDEX\" >&2\n",
 		"import": "#!/bin/sh\nset -e\nif [ \"$INSTANCE_NAME\" = fail.example.com ]; then\n" +
 			"  head -c 1000 >/dev/null; echo 'no space left on the imaginary device' >&2; exit 3\nfi\n" +
-			"cat > \"$IMPORT_DISK_PATH\"\necho \"imported disk $IMPORT_INDEX\" >&2\n",
+			"dd of=\"$IMPORT_DISK_PATH\" bs=64k conv=notrunc status=none\necho \"imported disk $IMPORT_INDEX\" >&2\n",
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o755); err != nil {
@@ -430,6 +438,26 @@ func TestTransferScripts(t *testing.T) {
 	if !slices.Contains(est.Recent, "exported disk 0") || !slices.Contains(ist.Recent, "imported disk 0") {
 		t.Fatalf("recent output: export %q, import %q", est.Recent, ist.Recent)
 	}
+	// The script does not sync; the import did before it acknowledged.
+	if dirty, wb := pageCache(t, dst); dirty != 0 || wb != 0 {
+		t.Fatalf("imported disk acknowledged with %d pages dirty, %d under writeback", dirty, wb)
+	}
+
+	// An export script that fails half-way fails both ends: its output
+	// is not mistaken for a whole disk.
+	broken := inst
+	broken.Name = "failexp.example.com"
+	optA, optB = pairOptions(t, a, b, "none")
+	imp = startImport(t, b, nodeapi.ImportStartArgs{Options: optB, Component: "disk0",
+		IO: nodeapi.ImpExpIO{Kind: nodeapi.IOFile, ExportName: "inst1.example.com", FileName: "disk0"}})
+	exp = startExport(t, a, nodeapi.ExportStartArgs{Options: optA, Component: "disk0", Host: imp.Host, Port: imp.Port,
+		IO: nodeapi.ImpExpIO{Kind: nodeapi.IOScript, Instance: broken, Disk: 0}})
+	if est := waitDone(t, a, exp); est.OK || !strings.Contains(est.Error, "exit status 4") {
+		t.Fatalf("failing export script: %+v", est)
+	}
+	if ist := waitDone(t, b, imp.Name); ist.OK {
+		t.Fatalf("import of a failed export script's output succeeded: %+v", ist)
+	}
 
 	bad := inst
 	bad.Name = "fail.example.com"
@@ -471,4 +499,31 @@ func FuzzParsePeerCert(f *testing.F) {
 			t.Fatal("accepted without a certificate")
 		}
 	})
+}
+
+// pageCache reports how many of a file's pages are dirty or under
+// writeback (cachestat, Linux 6.5). It skips the test where that cannot be
+// known: an older kernel, or tmpfs, whose pages never go to a disk.
+func pageCache(t *testing.T, path string) (dirty, writeback uint64) {
+	t.Helper()
+	var fs unix.Statfs_t
+	if err := unix.Statfs(path, &fs); err != nil {
+		t.Fatal(err)
+	}
+	if fs.Type == unix.TMPFS_MAGIC {
+		t.Skip("tmpfs: no disk to write back to")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var st unix.Cachestat_t
+	if err := unix.Cachestat(uint(f.Fd()), &unix.CachestatRange{}, &st, 0); err != nil {
+		if errors.Is(err, unix.ENOSYS) {
+			t.Skip("no cachestat on this kernel")
+		}
+		t.Fatal(err)
+	}
+	return st.Dirty, st.Writeback
 }
