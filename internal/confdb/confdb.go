@@ -286,4 +286,5 @@ func (db *DB) Commit(ctx context.Context, tx *Tx, extra ...store.Op) error {
 // ErrConflict means another writer changed an object the transaction read.
 var ErrConflict = ecode.Errorf(ecode.TempNoRes, "configuration changed concurrently, retry")
 
-func nowFunc() time.Time { return time.Now() }
+// nowFunc is the clock of a bootstrapped DB (tests fix it).
+var nowFunc = time.Now
