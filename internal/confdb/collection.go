@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/store"
 )
 
@@ -30,6 +31,10 @@ type collection[T object[T]] struct {
 	byUUID     map[string]entry[T]
 	names      *nameIndex
 	unique     []*uniqueIndex[T]
+	// statusPrefix + uuid holds an object's status (status.go), apart
+	// from its configuration.
+	statusPrefix string
+	status       map[string]*config.Status
 }
 
 // uniqueIndex is a secondary index whose values belong to at most one
@@ -55,7 +60,8 @@ func (x *uniqueIndex[T]) has(obj T, v string) bool {
 }
 
 func newCollection[T object[T]](prefix, namePrefix string, fold func(string) string, newObj func() T, unique ...*uniqueIndex[T]) *collection[T] {
-	c := &collection[T]{prefix: prefix, namePrefix: namePrefix, newObj: newObj, unique: unique}
+	c := &collection[T]{prefix: prefix, namePrefix: namePrefix, newObj: newObj, unique: unique,
+		statusPrefix: pfxStatus + kindOf(prefix) + "/"}
 	c.reset(fold)
 	return c
 }
@@ -66,6 +72,7 @@ func newUniqueIndex[T any](prefix string, count func(T) int, value func(T, int) 
 
 func (c *collection[T]) reset(fold func(string) string) {
 	c.byUUID = map[string]entry[T]{}
+	c.status = map[string]*config.Status{}
 	c.names = newNameIndex(fold)
 	for _, x := range c.unique {
 		x.owner = map[string]string{}
@@ -73,7 +80,7 @@ func (c *collection[T]) reset(fold func(string) string) {
 }
 
 // load adds one object read from the store at revision rev.
-func (c *collection[T]) load(value []byte, rev int64) error {
+func (c *collection[T]) load(_ string, value []byte, rev int64) error {
 	obj := c.newObj()
 	if err := json.Unmarshal(value, obj); err != nil {
 		return err
@@ -87,7 +94,7 @@ func (c *collection[T]) load(value []byte, rev int64) error {
 func (c *collection[T]) remember(obj T, rev int64) {
 	uuid := obj.GetUUID()
 	if old, ok := c.byUUID[uuid]; ok {
-		c.forget(old.obj)
+		c.unindex(old.obj)
 	}
 	c.byUUID[uuid] = entry[T]{obj, rev}
 	c.names.add(obj.GetName(), uuid)
@@ -98,9 +105,16 @@ func (c *collection[T]) remember(obj T, rev int64) {
 	}
 }
 
-// forget drops obj, as the cache holds it, and its index entries.
+// forget drops obj, as the cache holds it, its index entries and its
+// status.
 func (c *collection[T]) forget(obj T) {
+	c.unindex(obj)
 	delete(c.byUUID, obj.GetUUID())
+	delete(c.status, obj.GetUUID())
+}
+
+// unindex drops obj's index entries.
+func (c *collection[T]) unindex(obj T) {
 	c.names.remove(obj.GetName())
 	for _, x := range c.unique {
 		for k := range x.count(obj) {
@@ -132,9 +146,10 @@ func (c *collection[T]) sortedClones() []T {
 // staged are one collection's changes in a transaction, applied to the
 // cache once it committed: removals first, then puts, in call order.
 type staged[T object[T]] struct {
-	c    *collection[T]
-	puts []T
-	dels []T
+	c        *collection[T]
+	puts     []T
+	dels     []T
+	statuses map[string]*config.Status // by uuid; nil removes
 }
 
 func (s *staged[T]) apply(rev int64) {
@@ -145,6 +160,16 @@ func (s *staged[T]) apply(rev int64) {
 	}
 	for _, o := range s.puts {
 		s.c.remember(o.Clone(), rev)
+	}
+	for uuid, st := range s.statuses {
+		if _, ok := s.c.byUUID[uuid]; !ok {
+			continue
+		}
+		if st == nil {
+			delete(s.c.status, uuid)
+		} else {
+			s.c.status[uuid] = st.Clone()
+		}
 	}
 }
 
@@ -209,6 +234,12 @@ func deleteObject[T object[T]](tx *Tx, c *collection[T], obj T) {
 	}
 	uuid := old.obj.GetUUID()
 	tx.deleteNamed(c.prefix+uuid, c.namePrefix, c.names, old.obj.GetName(), uuid, old.rev)
+	tx.db.mu.RLock()
+	_, hasStatus := c.status[uuid]
+	tx.db.mu.RUnlock()
+	if hasStatus {
+		tx.ops = append(tx.ops, store.Delete(c.statusPrefix+uuid))
+	}
 	for _, x := range c.unique {
 		for k := range x.count(old.obj) {
 			tx.ops = append(tx.ops, store.Delete(x.prefix+x.value(old.obj, k)))

@@ -30,6 +30,7 @@ const (
 	pfxNameGroup = Prefix + "name/group/"
 	pfxNameInst  = Prefix + "name/instance/"
 	pfxMAC       = Prefix + "mac/"
+	pfxStatus    = Prefix + "status/"
 )
 
 type entry[T any] struct {
@@ -56,7 +57,7 @@ type DB struct {
 
 // loader is a collection as the configuration load sees it.
 type loader interface {
-	load(value []byte, rev int64) error
+	load(key string, value []byte, rev int64) error
 }
 
 // Changed returns a channel closed at the next change of the cached
@@ -102,7 +103,7 @@ func (db *DB) load(ctx context.Context) error {
 			db.cluster = entry[*config.Cluster]{&c, kv.ModRevision}
 			found = true
 		} else if kind, _, ok := strings.Cut(kv.Key[len(Prefix):], "/"); ok && db.kinds[kind] != nil {
-			err = db.kinds[kind].load(kv.Value, kv.ModRevision)
+			err = db.kinds[kind].load(kv.Key, kv.Value, kv.ModRevision)
 		}
 		if err != nil {
 			return fmt.Errorf("decoding %s: %w", kv.Key, err)

@@ -18,6 +18,10 @@ func (db *DB) reset() {
 		kindOf(pfxNode):     db.nodes,
 		kindOf(pfxGroup):    db.groups,
 		kindOf(pfxInstance): db.instances,
+		kindOf(pfxStatus): statusLoader{
+			kindOf(pfxNode):     db.nodes,
+			kindOf(pfxInstance): db.instances,
+		},
 	}
 }
 
