@@ -273,6 +273,30 @@ func TestInstanceInfo(t *testing.T) {
 	}
 }
 
+// TestInstanceInfoStatus: an instance with a status (the watcher acted on
+// it) shows it as a block after its tags.
+func TestInstanceInfoStatus(t *testing.T) {
+	f := newFake(t)
+	withInstance("web1")(f)
+	f.mu.Lock()
+	f.instances["web1"]["query_data_status"] = map[string]any{"state": "down", "target": "up",
+		"last_error": "restart job 12: Could not start instance",
+		"conditions": []any{map[string]any{"type": "Running", "status": "False", "reason": "RestartGaveUp",
+			"message": "did not stay up after 5 restarts", "last_transition_time": float64(fakeEpoch + 120)}}}
+	f.mu.Unlock()
+	r := f.run(t, "instance", "info", "web1")
+	want := `    - disk/0: file, size 10.0G, mode rw
+  Status: down (target up)
+    Last error: restart job 12: Could not start instance
+    Conditions:
+      - Running: False (RestartGaveUp) since 2023-11-14 22:15:20: did not stay up after 5 restarts
+  extra: kept
+`
+	if r.code != 0 || !strings.HasSuffix(r.stdout, want) {
+		t.Fatalf("exit %d %s\n got:\n%s\nwant it to end in:\n%s", r.code, r.stderr, r.stdout, want)
+	}
+}
+
 func TestInstanceModifyPrintsChanges(t *testing.T) {
 	f := newFake(t)
 	withInstance("web1")(f)
