@@ -29,13 +29,8 @@ const (
 // it changed. A failed write is logged: the status is a report, and the
 // next round writes it again.
 func (d *Daemon) updateInstanceStatus(ctx context.Context, inst *config.Instance, change func(s *config.Status, now time.Time)) {
-	cur := d.cfg.InstanceStatus(inst.UUID)
-	next := cur.Clone()
-	if next == nil {
-		next = &config.Status{}
-	}
-	change(next, time.Now())
-	if reflect.DeepEqual(cur, next) || (cur == nil && next.Empty()) {
+	next, changed := changedStatus(d.cfg.InstanceStatus(inst.UUID), change)
+	if !changed {
 		return
 	}
 	tx := d.cfg.Begin()
@@ -45,6 +40,35 @@ func (d *Daemon) updateInstanceStatus(ctx context.Context, inst *config.Instance
 	if err := d.cfg.Commit(ctx, tx); err != nil {
 		d.log.Warn("watcher: cannot record an instance's status", "instance", inst.Name, "err", err)
 	}
+}
+
+// updateNodeStatus is updateInstanceStatus for a node.
+func (d *Daemon) updateNodeStatus(ctx context.Context, node *config.Node, change func(s *config.Status, now time.Time)) {
+	next, changed := changedStatus(d.cfg.NodeStatus(node.UUID), change)
+	if !changed {
+		return
+	}
+	tx := d.cfg.Begin()
+	if !tx.PutNodeStatus(node.UUID, next) {
+		return
+	}
+	if err := d.cfg.Commit(ctx, tx); err != nil {
+		d.log.Warn("watcher: cannot record a node's status", "node", node.Name, "err", err)
+	}
+}
+
+// changedStatus applies change to a copy of cur (nil: no status yet) and
+// reports whether the result differs, so that only changes are written.
+func changedStatus(cur *config.Status, change func(s *config.Status, now time.Time)) (*config.Status, bool) {
+	next := cur.Clone()
+	if next == nil {
+		next = &config.Status{}
+	}
+	change(next, time.Now())
+	if reflect.DeepEqual(cur, next) || (cur == nil && next.Empty()) {
+		return nil, false
+	}
+	return next, true
 }
 
 // restartingStatus: inst was found down and restart try of maxRestartTries
