@@ -28,9 +28,7 @@ type Tx struct {
 type applier interface{ apply(rev int64) }
 
 // Begin starts a transaction.
-func (db *DB) Begin() *Tx {
-	return &Tx{db: db, seenCmp: map[string]bool{}}
-}
+func (db *DB) Begin() *Tx { return &Tx{db: db, seenCmp: map[string]bool{}} }
 
 // Cmps returns the compares to commit.
 func (tx *Tx) Cmps() []store.Cmp { return tx.cmps }
