@@ -441,6 +441,9 @@ func (f *fakeMaster) defaultOutcome(op map[string]any) jobOutcome {
 				"disks": []any{map[string]any{"iv_name": "disk/0", "size": 10240.0, "mode": "rw", "dev_type": "file"}},
 				"nics":  []any{[]any{nil, "nic-uuid", nil, "aa:00:00:11:22:33", "bridged", "br0", "", nil, nil}},
 				"extra": "kept"}
+			if st, ok := inst["query_data_status"]; ok {
+				res[n].(map[string]any)["status"] = st
+			}
 		}
 		ok.result = res
 	case "OP_CLUSTER_VERIFY":

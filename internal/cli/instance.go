@@ -252,6 +252,7 @@ func (f *formatter) instanceInfo(b *strings.Builder, name string, d map[string]a
 	} else {
 		done["tags"] = true
 	}
+	f.statusBlock(b, "  ", get("status")) // Corral's, for instances the watcher acted on
 	for _, k := range slices.Sorted(maps.Keys(d)) {
 		if !done[k] {
 			f.readable(b, "  ", k, d[k])

@@ -44,6 +44,7 @@ func nodeInfoFields() []infoField {
 		{"ctime", "created"},
 		{"mtime", "modified"},
 		{"serial_no", "serial number"},
+		{"status", ""}, // printed as a block, only when set
 	}
 }
 

@@ -217,6 +217,30 @@ func TestNodeInfoAndModify(t *testing.T) {
 	}
 }
 
+// TestNodeInfoStatus: a node's status shows as a block after its fields,
+// and a node without one shows none.
+func TestNodeInfoStatus(t *testing.T) {
+	f := newFake(t)
+	f.mu.Lock()
+	f.nodes["node2"]["status"] = map[string]any{"last_error": "removing it from node node2: connection refused",
+		"conditions": []any{map[string]any{"type": "DisksLeft", "status": "True", "reason": "RemovalFailed",
+			"message": "1 disk(s) of instances no longer in the configuration wait for removal", "last_transition_time": float64(fakeEpoch)}}}
+	f.mu.Unlock()
+	r := f.run(t, "node", "info", "node1", "node2")
+	want := `  serial number: -
+  Status:
+    Last error: removing it from node node2: connection refused
+    Conditions:
+      - DisksLeft: True (RemovalFailed) since 2023-11-14 22:13:20: 1 disk(s) of instances no longer in the configuration wait for removal
+`
+	if r.code != 0 || !strings.HasSuffix(r.stdout, want) {
+		t.Fatalf("exit %d %s\n got:\n%s\nwant it to end in:\n%s", r.code, r.stderr, r.stdout, want)
+	}
+	if strings.Count(r.stdout, "Status:") != 1 {
+		t.Fatalf("node1 without a status shows one:\n%s", r.stdout)
+	}
+}
+
 func TestJoinToken(t *testing.T) {
 	f := newFake(t)
 	r := f.run(t, "node", "join-token", "node3", "--ttl", "30m")
@@ -270,6 +294,30 @@ func TestInstanceInfo(t *testing.T) {
 `
 	if r.code != 0 || r.stdout != want {
 		t.Fatalf("exit %d %s\n got:\n%s\nwant:\n%s", r.code, r.stderr, r.stdout, want)
+	}
+}
+
+// TestInstanceInfoStatus: an instance with a status (the watcher acted on
+// it) shows it as a block after its tags.
+func TestInstanceInfoStatus(t *testing.T) {
+	f := newFake(t)
+	withInstance("web1")(f)
+	f.mu.Lock()
+	f.instances["web1"]["query_data_status"] = map[string]any{"state": "down", "target": "up",
+		"last_error": "restart job 12: Could not start instance",
+		"conditions": []any{map[string]any{"type": "Running", "status": "False", "reason": "RestartGaveUp",
+			"message": "did not stay up after 5 restarts", "last_transition_time": float64(fakeEpoch + 120)}}}
+	f.mu.Unlock()
+	r := f.run(t, "instance", "info", "web1")
+	want := `    - disk/0: file, size 10.0G, mode rw
+  Status: down (target up)
+    Last error: restart job 12: Could not start instance
+    Conditions:
+      - Running: False (RestartGaveUp) since 2023-11-14 22:15:20: did not stay up after 5 restarts
+  extra: kept
+`
+	if r.code != 0 || !strings.HasSuffix(r.stdout, want) {
+		t.Fatalf("exit %d %s\n got:\n%s\nwant it to end in:\n%s", r.code, r.stderr, r.stdout, want)
 	}
 }
 

@@ -506,6 +506,10 @@ func (a *app) infoRun(title string, infoFields []infoField, defs fieldTable, que
 				line(&b, "", title+": "+f.cell(kindText, row[0]))
 				for i, fi := range infoFields {
 					v := row[i+1]
+					if fi.field == "status" {
+						f.statusBlock(&b, "  ", v)
+						continue
+					}
 					if k := defs(fi.field).kind; v != nil && (k == kindUnit || k == kindTime) {
 						line(&b, "  ", fi.label+": "+f.cell(k, v))
 						continue

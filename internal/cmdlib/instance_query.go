@@ -83,6 +83,11 @@ func (p *Processor) instanceData(ctx context.Context, inst *config.Instance, sta
 	if confinement != nil {
 		out["confinement"] = confinement
 	}
+	// Corral's own addition, only for an instance that has a status (the
+	// watcher acted on it): what was observed, apart from its configuration.
+	if st := p.Cfg.InstanceStatus(inst.UUID); st != nil {
+		out["status"] = st
+	}
 	return out
 }
 

@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +30,7 @@ const (
 	pfxNameGroup = Prefix + "name/group/"
 	pfxNameInst  = Prefix + "name/instance/"
 	pfxMAC       = Prefix + "mac/"
+	pfxStatus    = Prefix + "status/"
 )
 
 type entry[T any] struct {
@@ -43,15 +43,21 @@ type DB struct {
 	st  store.Store
 	now func() time.Time
 
-	mu                                  sync.RWMutex
-	cluster                             entry[*config.Cluster]
-	nodes                               map[string]entry[*config.Node]
-	groups                              map[string]entry[*config.NodeGroup]
-	instances                           map[string]entry[*config.Instance]
-	nodeByName, groupByName, instByName *nameIndex
-	macs                                map[string]string
+	mu        sync.RWMutex
+	cluster   entry[*config.Cluster]
+	nodes     *collection[*config.Node]
+	groups    *collection[*config.NodeGroup]
+	instances *collection[*config.Instance]
+	instMACs  *uniqueIndex[*config.Instance]
+	// kinds are the collections by the key segment after Prefix.
+	kinds map[string]loader
 	// changed is closed by the next Apply (see Changed); nil until asked.
 	changed chan struct{}
+}
+
+// loader is a collection as the configuration load sees it.
+type loader interface {
+	load(key string, value []byte, rev int64) error
 }
 
 // Changed returns a channel closed at the next change of the cached
@@ -91,30 +97,13 @@ func (db *DB) load(ctx context.Context) error {
 	found := false
 	for _, kv := range kvs {
 		var err error
-		switch {
-		case kv.Key == keyCluster:
+		if kv.Key == keyCluster {
 			var c config.Cluster
 			err = json.Unmarshal(kv.Value, &c)
 			db.cluster = entry[*config.Cluster]{&c, kv.ModRevision}
 			found = true
-		case strings.HasPrefix(kv.Key, pfxNode):
-			var n config.Node
-			err = json.Unmarshal(kv.Value, &n)
-			db.nodes[n.UUID] = entry[*config.Node]{&n, kv.ModRevision}
-			db.nodeByName.add(n.Name, n.UUID)
-		case strings.HasPrefix(kv.Key, pfxGroup):
-			var g config.NodeGroup
-			err = json.Unmarshal(kv.Value, &g)
-			db.groups[g.UUID] = entry[*config.NodeGroup]{&g, kv.ModRevision}
-			db.groupByName.add(g.Name, g.UUID)
-		case strings.HasPrefix(kv.Key, pfxInstance):
-			var i config.Instance
-			err = json.Unmarshal(kv.Value, &i)
-			db.instances[i.UUID] = entry[*config.Instance]{&i, kv.ModRevision}
-			db.instByName.add(i.Name, i.UUID)
-			for _, n := range i.NICs {
-				db.macs[n.MAC] = i.UUID
-			}
+		} else if kind, _, ok := strings.Cut(kv.Key[len(Prefix):], "/"); ok && db.kinds[kind] != nil {
+			err = db.kinds[kind].load(kv.Key, kv.Value, kv.ModRevision)
 		}
 		if err != nil {
 			return fmt.Errorf("decoding %s: %w", kv.Key, err)
@@ -124,17 +113,6 @@ func (db *DB) load(ctx context.Context) error {
 		return ErrNoCluster
 	}
 	return nil
-}
-
-// reset empties the cache.
-func (db *DB) reset() {
-	db.nodes = map[string]entry[*config.Node]{}
-	db.groups = map[string]entry[*config.NodeGroup]{}
-	db.instances = map[string]entry[*config.Instance]{}
-	db.nodeByName = newNameIndex(foldName)
-	db.groupByName = newNameIndex(keepName)
-	db.instByName = newNameIndex(foldName)
-	db.macs = map[string]string{}
 }
 
 // Cluster returns a copy of the cluster object.
@@ -148,14 +126,11 @@ func (db *DB) Cluster() *config.Cluster {
 func (db *DB) Node(nameOrUUID string) (*config.Node, bool) {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
-	if u, ok := db.nodeByName.lookup(nameOrUUID); ok {
-		nameOrUUID = u
-	}
-	e, ok := db.nodes[nameOrUUID]
+	obj, ok := db.nodes.get(nameOrUUID)
 	if !ok {
 		return nil, false
 	}
-	return e.obj.Clone(), true
+	return obj.Clone(), true
 }
 
 // MustNode is Node with Ganeti's "not known" error.
@@ -170,53 +145,37 @@ func (db *DB) MustNode(name string) (*config.Node, error) {
 // Nodes returns every node sorted by name.
 func (db *DB) Nodes() []*config.Node {
 	db.mu.RLock()
-	out := make([]*config.Node, 0, len(db.nodes))
-	for _, e := range db.nodes {
-		out = append(out, e.obj.Clone())
-	}
-	db.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	defer db.mu.RUnlock()
+	return db.nodes.sortedClones()
 }
 
 // Group finds a node group by name or uuid.
 func (db *DB) Group(nameOrUUID string) (*config.NodeGroup, bool) {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
-	if u, ok := db.groupByName.lookup(nameOrUUID); ok {
-		nameOrUUID = u
-	}
-	e, ok := db.groups[nameOrUUID]
+	obj, ok := db.groups.get(nameOrUUID)
 	if !ok {
 		return nil, false
 	}
-	return e.obj.Clone(), true
+	return obj.Clone(), true
 }
 
 // Groups returns every node group sorted by name.
 func (db *DB) Groups() []*config.NodeGroup {
 	db.mu.RLock()
-	out := make([]*config.NodeGroup, 0, len(db.groups))
-	for _, e := range db.groups {
-		out = append(out, e.obj.Clone())
-	}
-	db.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	defer db.mu.RUnlock()
+	return db.groups.sortedClones()
 }
 
 // Instance finds an instance by name (in any case) or uuid.
 func (db *DB) Instance(nameOrUUID string) (*config.Instance, bool) {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
-	if u, ok := db.instByName.lookup(nameOrUUID); ok {
-		nameOrUUID = u
-	}
-	e, ok := db.instances[nameOrUUID]
+	obj, ok := db.instances.get(nameOrUUID)
 	if !ok {
 		return nil, false
 	}
-	return e.obj.Clone(), true
+	return obj.Clone(), true
 }
 
 // MustInstance is Instance with Ganeti's "not known" error.
@@ -231,13 +190,8 @@ func (db *DB) MustInstance(name string) (*config.Instance, error) {
 // Instances returns every instance sorted by name.
 func (db *DB) Instances() []*config.Instance {
 	db.mu.RLock()
-	out := make([]*config.Instance, 0, len(db.instances))
-	for _, e := range db.instances {
-		out = append(out, e.obj.Clone())
-	}
-	db.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	defer db.mu.RUnlock()
+	return db.instances.sortedClones()
 }
 
 // VisitInstances calls fn for every instance without copying them, under
@@ -248,7 +202,7 @@ func (db *DB) Instances() []*config.Instance {
 func (db *DB) VisitInstances(fn func(*config.Instance) bool) {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
-	for _, e := range db.instances {
+	for _, e := range db.instances.byUUID {
 		if !fn(e.obj) {
 			return
 		}
@@ -259,7 +213,7 @@ func (db *DB) VisitInstances(fn func(*config.Instance) bool) {
 func (db *DB) MACInUse(mac string) bool {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
-	_, ok := db.macs[strings.ToLower(mac)]
+	_, ok := db.instMACs.owner[strings.ToLower(mac)]
 	return ok
 }
 
@@ -286,4 +240,5 @@ func (db *DB) Commit(ctx context.Context, tx *Tx, extra ...store.Op) error {
 // ErrConflict means another writer changed an object the transaction read.
 var ErrConflict = ecode.Errorf(ecode.TempNoRes, "configuration changed concurrently, retry")
 
-func nowFunc() time.Time { return time.Now() }
+// nowFunc is the clock of a bootstrapped DB (tests fix it).
+var nowFunc = time.Now

@@ -2,10 +2,6 @@ package confdb
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-
-	"github.com/corral/corral/internal/store"
 )
 
 // pfxDiskRemoval holds the disks a failed change could not remove because
@@ -28,28 +24,21 @@ type DiskRemoval struct {
 	Mode         string `json:"mode"`
 }
 
-func (r DiskRemoval) key() string { return pfxDiskRemoval + r.NodeUUID + "/" + r.DiskUUID }
+// diskRemovals are kept in the store only (see records).
+var diskRemovals = records[DiskRemoval]{
+	prefix: pfxDiskRemoval,
+	key:    func(r DiskRemoval) string { return r.NodeUUID + "/" + r.DiskUUID },
+	what:   "the pending disk removals",
+}
 
 // AddDiskRemoval records a disk the watcher must remove from its node.
-func (tx *Tx) AddDiskRemoval(r DiskRemoval) { tx.put(r.key(), r) }
+func (tx *Tx) AddDiskRemoval(r DiskRemoval) { diskRemovals.put(tx, r) }
 
 // DropDiskRemoval forgets a recorded removal once the node removed the disk.
-func (tx *Tx) DropDiskRemoval(r DiskRemoval) { tx.ops = append(tx.ops, store.Delete(r.key())) }
+func (tx *Tx) DropDiskRemoval(r DiskRemoval) { diskRemovals.drop(tx, r) }
 
 // DiskRemovals lists the recorded removals, read from the store (they are
 // few and only the watcher reads them, so the cache does not hold them).
 func (db *DB) DiskRemovals(ctx context.Context) ([]DiskRemoval, error) {
-	kvs, _, err := db.st.Range(ctx, pfxDiskRemoval, store.RangeOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("reading the pending disk removals: %w", err)
-	}
-	out := make([]DiskRemoval, 0, len(kvs))
-	for _, kv := range kvs {
-		var r DiskRemoval
-		if err := json.Unmarshal(kv.Value, &r); err != nil {
-			return nil, fmt.Errorf("decoding %s: %w", kv.Key, err)
-		}
-		out = append(out, r)
-	}
-	return out, nil
+	return diskRemovals.list(ctx, db.st)
 }

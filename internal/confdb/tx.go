@@ -19,16 +19,13 @@ type Tx struct {
 	cmps []store.Cmp
 	ops  []store.Op
 	// What Apply must do to the cache.
-	cluster   *config.Cluster
-	nodes     []*config.Node
-	delNodes  []*config.Node
-	groups    []*config.NodeGroup
-	delGroups []*config.NodeGroup
-	insts     []*config.Instance
-	delInsts  []*config.Instance
-	seenCmp   map[string]bool
-	validated bool
+	cluster *config.Cluster
+	stages  []applier // each collection's changes, in the order first touched
+	seenCmp map[string]bool
 }
+
+// applier is a collection's staged changes (collection.go).
+type applier interface{ apply(rev int64) }
 
 // Begin starts a transaction.
 func (db *DB) Begin() *Tx { return &Tx{db: db, seenCmp: map[string]bool{}} }
@@ -73,52 +70,16 @@ func (tx *Tx) PutCluster(c *config.Cluster) {
 }
 
 // PutNode adds or updates a node.
-func (tx *Tx) PutNode(n *config.Node) {
-	tx.db.mu.RLock()
-	old, exists := tx.db.nodes[n.UUID]
-	tx.db.mu.RUnlock()
-	rev := readRev(exists, old.rev, serialOf(exists, old.obj), n.Serial)
-	n.Touch(tx.db.now())
-	tx.putNamed(pfxNode+n.UUID, pfxNameNode, tx.db.nodeByName, exists, rev, nameOf(exists, old.obj), n.Name, n.UUID)
-	tx.put(pfxNode+n.UUID, n)
-	tx.nodes = append(tx.nodes, n)
-}
+func (tx *Tx) PutNode(n *config.Node) { putObject(tx, tx.db.nodes, n) }
 
 // DeleteNode removes a node.
-func (tx *Tx) DeleteNode(n *config.Node) {
-	tx.db.mu.RLock()
-	old, exists := tx.db.nodes[n.UUID]
-	tx.db.mu.RUnlock()
-	if !exists {
-		return
-	}
-	tx.deleteNamed(pfxNode+n.UUID, pfxNameNode, tx.db.nodeByName, old.obj.Name, n.UUID, old.rev)
-	tx.delNodes = append(tx.delNodes, old.obj)
-}
+func (tx *Tx) DeleteNode(n *config.Node) { deleteObject(tx, tx.db.nodes, n) }
 
 // PutGroup adds or updates a node group.
-func (tx *Tx) PutGroup(g *config.NodeGroup) {
-	tx.db.mu.RLock()
-	old, exists := tx.db.groups[g.UUID]
-	tx.db.mu.RUnlock()
-	rev := readRev(exists, old.rev, serialOf(exists, old.obj), g.Serial)
-	g.Touch(tx.db.now())
-	tx.putNamed(pfxGroup+g.UUID, pfxNameGroup, tx.db.groupByName, exists, rev, nameOf(exists, old.obj), g.Name, g.UUID)
-	tx.put(pfxGroup+g.UUID, g)
-	tx.groups = append(tx.groups, g)
-}
+func (tx *Tx) PutGroup(g *config.NodeGroup) { putObject(tx, tx.db.groups, g) }
 
 // DeleteGroup removes a node group. Callers check that no node is in it.
-func (tx *Tx) DeleteGroup(g *config.NodeGroup) {
-	tx.db.mu.RLock()
-	old, exists := tx.db.groups[g.UUID]
-	tx.db.mu.RUnlock()
-	if !exists {
-		return
-	}
-	tx.deleteNamed(pfxGroup+g.UUID, pfxNameGroup, tx.db.groupByName, old.obj.Name, g.UUID, old.rev)
-	tx.delGroups = append(tx.delGroups, old.obj)
-}
+func (tx *Tx) DeleteGroup(g *config.NodeGroup) { deleteObject(tx, tx.db.groups, g) }
 
 // deleteNamed removes an object and its name index keys, if nobody changed
 // the object since the cache saw it at rev.
@@ -133,21 +94,8 @@ func (tx *Tx) deleteNamed(key, namePfx string, idx *nameIndex, name, uuid string
 	}
 }
 
-// named is any configuration object with a name and a serial number.
-type named interface {
-	GetName() string
-	GetSerial() int64
-}
-
 // staleRev is a revision no key has: a compare against it always fails.
 const staleRev = -1
-
-func serialOf[T named](exists bool, obj T) int64 {
-	if !exists {
-		return 0
-	}
-	return obj.GetSerial()
-}
 
 // readRev is the revision to compare against. The cache holds the newest
 // committed object; when the caller's copy has an older serial number it
@@ -158,13 +106,6 @@ func readRev(exists bool, rev, cachedSerial, callerSerial int64) int64 {
 		return staleRev
 	}
 	return rev
-}
-
-func nameOf[T named](exists bool, obj T) string {
-	if !exists {
-		return ""
-	}
-	return obj.GetName()
 }
 
 // putNamed adds the compare for an object's key and keeps its name index
@@ -206,53 +147,16 @@ func (tx *Tx) putNamed(key, namePfx string, idx *nameIndex, exists bool, rev int
 }
 
 // PutInstance adds or updates an instance, maintaining the name and MAC
-// indexes.
+// indexes. MACs are stored in lower case.
 func (tx *Tx) PutInstance(i *config.Instance) {
-	tx.db.mu.RLock()
-	old, exists := tx.db.instances[i.UUID]
-	tx.db.mu.RUnlock()
-	rev := readRev(exists, old.rev, serialOf(exists, old.obj), i.Serial)
-	i.Touch(tx.db.now())
-	key := pfxInstance + i.UUID
-	oldMACs := map[string]bool{}
-	tx.putNamed(key, pfxNameInst, tx.db.instByName, exists, rev, nameOf(exists, old.obj), i.Name, i.UUID)
-	if exists {
-		for _, n := range old.obj.NICs {
-			oldMACs[n.MAC] = true
-		}
-	}
-	newMACs := map[string]bool{}
 	for k := range i.NICs {
 		i.NICs[k].MAC = strings.ToLower(i.NICs[k].MAC)
-		m := i.NICs[k].MAC
-		newMACs[m] = true
-		if !oldMACs[m] {
-			tx.nameIndex(pfxMAC+m, i.UUID)
-		}
 	}
-	for m := range oldMACs {
-		if !newMACs[m] {
-			tx.ops = append(tx.ops, store.Delete(pfxMAC+m))
-		}
-	}
-	tx.put(key, i)
-	tx.insts = append(tx.insts, i)
+	putObject(tx, tx.db.instances, i)
 }
 
 // DeleteInstance removes an instance and its index keys.
-func (tx *Tx) DeleteInstance(i *config.Instance) {
-	tx.db.mu.RLock()
-	old, exists := tx.db.instances[i.UUID]
-	tx.db.mu.RUnlock()
-	if !exists {
-		return
-	}
-	tx.deleteNamed(pfxInstance+i.UUID, pfxNameInst, tx.db.instByName, old.obj.Name, i.UUID, old.rev)
-	for _, n := range old.obj.NICs {
-		tx.ops = append(tx.ops, store.Delete(pfxMAC+n.MAC))
-	}
-	tx.delInsts = append(tx.delInsts, old.obj)
-}
+func (tx *Tx) DeleteInstance(i *config.Instance) { deleteObject(tx, tx.db.instances, i) }
 
 func (tx *Tx) nameIndex(key, uuid string) {
 	tx.cmp(store.Missing(key))
@@ -270,47 +174,8 @@ func (db *DB) Apply(tx *Tx, rev int64) {
 	if tx.cluster != nil {
 		db.cluster = entry[*config.Cluster]{tx.cluster.Clone(), rev}
 	}
-	for _, n := range tx.delNodes {
-		delete(db.nodes, n.UUID)
-		db.nodeByName.remove(n.Name)
-	}
-	for _, n := range tx.nodes {
-		if old, ok := db.nodes[n.UUID]; ok {
-			db.nodeByName.remove(old.obj.Name)
-		}
-		db.nodes[n.UUID] = entry[*config.Node]{n.Clone(), rev}
-		db.nodeByName.add(n.Name, n.UUID)
-	}
-	for _, g := range tx.delGroups {
-		delete(db.groups, g.UUID)
-		db.groupByName.remove(g.Name)
-	}
-	for _, g := range tx.groups {
-		if old, ok := db.groups[g.UUID]; ok {
-			db.groupByName.remove(old.obj.Name)
-		}
-		db.groups[g.UUID] = entry[*config.NodeGroup]{g.Clone(), rev}
-		db.groupByName.add(g.Name, g.UUID)
-	}
-	for _, i := range tx.delInsts {
-		delete(db.instances, i.UUID)
-		db.instByName.remove(i.Name)
-		for _, n := range i.NICs {
-			delete(db.macs, n.MAC)
-		}
-	}
-	for _, i := range tx.insts {
-		if old, ok := db.instances[i.UUID]; ok {
-			db.instByName.remove(old.obj.Name)
-			for _, n := range old.obj.NICs {
-				delete(db.macs, n.MAC)
-			}
-		}
-		db.instances[i.UUID] = entry[*config.Instance]{i.Clone(), rev}
-		db.instByName.add(i.Name, i.UUID)
-		for _, n := range i.NICs {
-			db.macs[n.MAC] = i.UUID
-		}
+	for _, s := range tx.stages {
+		s.apply(rev)
 	}
 }
 
@@ -320,8 +185,8 @@ func (db *DB) Apply(tx *Tx, rev int64) {
 func (db *DB) CheckInstanceNameFree(name, self string) error {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
-	for _, n := range db.instByName.holders(name) {
-		if db.instByName.exact[n] == self {
+	for _, n := range db.instances.names.holders(name) {
+		if db.instances.names.exact[n] == self {
 			continue
 		}
 		if n != name {

@@ -24,6 +24,9 @@ type Meta struct {
 	Tags   []string `json:"tags,omitempty"`
 }
 
+// GetUUID returns the object's uuid.
+func (m *Meta) GetUUID() string { return m.UUID }
+
 // GetName returns the object's name.
 func (m *Meta) GetName() string { return m.Name }
 

@@ -3,8 +3,10 @@ package master
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/corral/corral/internal/confdb"
+	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/nodeapi"
 )
 
@@ -20,11 +22,51 @@ func (d *Daemon) removeLeftDisks(ctx context.Context) {
 		d.log.Warn("watcher: cannot read the pending disk removals", "err", err)
 		return
 	}
+	left := map[string]int{}       // node uuid -> disks still on it
+	lastErr := map[string]string{} // node uuid -> why the last one is
 	for _, r := range pending {
 		if err := d.removeLeftDisk(ctx, r); err != nil {
 			d.log.Warn("watcher: a disk left by a failed change is still on its node", "instance", r.InstanceName,
 				"instance_uuid", r.InstanceUUID, "disk", r.Index, "err", err)
+			left[r.NodeUUID]++
+			lastErr[r.NodeUUID] = err.Error()
 		}
+	}
+	for _, n := range d.cfg.Nodes() {
+		d.updateNodeStatus(ctx, n, disksLeftStatus(n, left[n.UUID], lastErr[n.UUID]))
+	}
+}
+
+// Condition DisksLeft of a node's status: disks of instances removed from
+// the configuration that the node still holds, because a change failed
+// while it was unreachable (confdb.DiskRemoval).
+const (
+	condDisksLeft       = "DisksLeft"
+	reasonNodeOffline   = "NodeOffline"
+	reasonRemovalFailed = "RemovalFailed"
+	reasonAllRemoved    = "AllRemoved"
+)
+
+// disksLeftStatus sets DisksLeft from this round: count disks could not be
+// removed from n, the last for reason lastErr. A node that never had
+// any keeps no status.
+func disksLeftStatus(n *config.Node, count int, lastErr string) func(*config.Status, time.Time) {
+	return func(s *config.Status, now time.Time) {
+		if count == 0 {
+			if s.IsTrue(condDisksLeft) {
+				s.LastError = ""
+				s.SetCondition(config.Condition{Type: condDisksLeft, Status: config.ConditionFalse, Reason: reasonAllRemoved,
+					Message: "the disks left by failed changes were removed"}, now)
+			}
+			return
+		}
+		reason := reasonRemovalFailed
+		if n.Offline {
+			reason = reasonNodeOffline
+		}
+		s.LastError = lastErr
+		s.SetCondition(config.Condition{Type: condDisksLeft, Status: config.ConditionTrue, Reason: reason,
+			Message: fmt.Sprintf("%d disk(s) of instances no longer in the configuration wait for removal", count)}, now)
 	}
 }
 

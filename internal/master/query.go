@@ -124,7 +124,7 @@ func (d *Daemon) nodeRows(ctx context.Context, names []string, live bool) ([]*qu
 	for k, n := range nodes {
 		g, _ := d.cfg.Group(n.Group)
 		r := &query.NodeRow{Node: n, Master: c.MasterNode, Group: g, NDParams: cmdlib.NodeNDParams(c, g, n),
-			Primary: prim[n.UUID], LiveState: query.RSNoData}
+			Primary: prim[n.UUID], LiveState: query.RSNoData, Status: d.cfg.NodeStatus(n.UUID)}
 		rows[k] = r
 		if !live || n.Offline {
 			continue

@@ -3,10 +3,12 @@ package master
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/corral/corral/internal/config"
+	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/query"
 )
 
@@ -30,17 +32,30 @@ func newWatcher(d *Daemon) *watcher {
 	return &watcher{d: d, tries: map[string]int{}, given: map[string]bool{}, pending: map[string]int64{}}
 }
 
-// jobDone reports whether a job has finished (or is unknown).
-func (w *watcher) jobDone(ctx context.Context, id int64) bool {
-	rows, err := w.d.queue.Query(ctx, []int64{id}, []string{"status"})
+// jobDone reports whether a job has finished (or is unknown), and the
+// error it failed with ("" if none).
+func (w *watcher) jobDone(ctx context.Context, id int64) (bool, string) {
+	rows, err := w.d.queue.Query(ctx, []int64{id}, []string{"status", "opresult"})
 	if err != nil || len(rows) == 0 || rows[0] == nil {
-		return true
+		return true, ""
 	}
 	switch rows[0][0] {
-	case "success", "error", "canceled":
-		return true
+	case "success", "canceled":
+		return true, ""
+	case "error":
+		return true, jobFailure(rows[0][1])
 	}
-	return false
+	return false, ""
+}
+
+// jobFailure is the message of the error a job's first opcode failed with.
+func jobFailure(opresult any) string {
+	b, err := json.Marshal(opresult)
+	var results []any
+	if err != nil || json.Unmarshal(b, &results) != nil || len(results) == 0 {
+		return "failed"
+	}
+	return ecode.Decode(results[0]).Msg
 }
 
 func (w *watcher) run(ctx context.Context, every time.Duration) {
@@ -87,14 +102,21 @@ func (w *watcher) once(ctx context.Context) {
 	}
 	for _, inst := range insts {
 		if id, ok := w.pending[inst.UUID]; ok {
-			if !w.jobDone(ctx, id) {
+			done, failure := w.jobDone(ctx, id)
+			if !done {
 				continue // its restart is still queued or running
 			}
 			delete(w.pending, inst.UUID)
+			if failure != "" {
+				d.updateInstanceStatus(ctx, inst, func(s *config.Status, _ time.Time) {
+					s.LastError = fmt.Sprintf("restart job %d: %s", id, failure)
+				})
+			}
 		}
 		if inst.AdminState != config.AdminUp {
 			delete(w.tries, inst.UUID)
 			delete(w.given, inst.UUID)
+			d.updateInstanceStatus(ctx, inst, notWantedStatus)
 			continue
 		}
 		l, ok := live[inst.PrimaryNode]
@@ -104,12 +126,14 @@ func (w *watcher) once(ctx context.Context) {
 		if _, running := l.byID[inst.UUID]; running {
 			delete(w.tries, inst.UUID)
 			delete(w.given, inst.UUID)
+			d.updateInstanceStatus(ctx, inst, runningStatus(inst))
 			continue
 		}
 		if w.tries[inst.UUID] >= maxRestartTries {
 			if !w.given[inst.UUID] {
 				w.given[inst.UUID] = true
 				d.log.Error("watcher: instance does not stay up, giving up", "instance", inst.Name, "tries", maxRestartTries)
+				d.updateInstanceStatus(ctx, inst, gaveUpStatus(inst))
 			}
 			continue
 		}
@@ -119,10 +143,12 @@ func (w *watcher) once(ctx context.Context) {
 		id, err := d.queue.Submit(ctx, []json.RawMessage{op})
 		if err != nil {
 			d.log.Warn("watcher: cannot submit restart", "instance", inst.Name, "err", err)
+			d.updateInstanceStatus(ctx, inst, notSubmittedStatus(inst, err))
 			continue
 		}
 		w.pending[inst.UUID] = id
 		d.log.Info("watcher: restarting instance", "instance", inst.Name, "job", id, "try", w.tries[inst.UUID])
+		d.updateInstanceStatus(ctx, inst, restartingStatus(inst, w.tries[inst.UUID], id))
 	}
 	if n, _, err := d.queue.AutoArchive(ctx, archiveAge, 30*time.Second); err != nil {
 		d.log.Warn("watcher: auto-archive failed", "err", err)

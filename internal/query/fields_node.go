@@ -18,6 +18,7 @@ type NodeRow struct {
 	Primary   []string // instance names
 	Facts     *nodeapi.NodeInfoReply
 	LiveState int
+	Status    *config.Status // what Corral observed (confdb), nil if nothing
 }
 
 func nodeLive(r *NodeRow, f func(*nodeapi.NodeInfoReply) any) (any, int) {
@@ -83,6 +84,7 @@ func nodeConfigFields() []Field[*NodeRow] {
 		{Name: "mtime", Title: "MTime", Kind: KTimestamp, Doc: "Modification time", Get: func(r *NodeRow) (any, int) { return ok(r.Node.MTime) }},
 		{Name: "serial_no", Title: "SerialNo", Kind: KNumber, Doc: "Serial number", Get: func(r *NodeRow) (any, int) { return ok(r.Node.Serial) }},
 		{Name: "tags", Title: "Tags", Kind: KOther, Doc: "Tags", Get: func(r *NodeRow) (any, int) { return ok(tags(r.Node.Tags)) }},
+		{Name: "status", Title: "Status", Kind: KOther, Doc: "What Corral observed: state, last error and conditions; null when nothing (Corral only)", Get: nodeStatus},
 	}
 }
 
@@ -109,4 +111,11 @@ func nodeLiveFields() []Field[*NodeRow] {
 		absent("spfree", "SpFree", KNumber, "Free spindles (exclusive storage only; Corral has no LVM storage)"),
 		absent("sptotal", "SpTotal", KNumber, "Total spindles (exclusive storage only; Corral has no LVM storage)"),
 	}
+}
+
+func nodeStatus(r *NodeRow) (any, int) {
+	if r.Status == nil {
+		return ok(nil)
+	}
+	return ok(r.Status)
 }

@@ -36,7 +36,7 @@ func ganetiFields(t *testing.T) map[string][][3]string {
 
 // corralOnlyFields are fields Corral has beyond Ganeti's, per resource.
 var corralOnlyFields = map[string][]string{
-	"node": {"version"},
+	"node": {"version", "status"},
 }
 
 // AllDefs is what QueryFields answers for every resource; the test below

@@ -39,6 +39,18 @@ func TestNodeKillAfterDiskCreate(t *testing.T) {
 		t.Fatalf("the failed create left its instance in the configuration: %v", rows)
 	}
 
+	// While the node is down, its status says what it still holds.
+	nodeInfo := func() string {
+		out, err := c.corral("node", "info", nkNode)
+		if err != nil {
+			t.Fatalf("node info: %v\n%s", err, out)
+		}
+		return out
+	}
+	waitFor(t, 30*time.Second, "node info to report the disk left on "+nkNode, func() bool {
+		return strings.Contains(nodeInfo(), "- DisksLeft: True (RemovalFailed) since ")
+	})
+
 	corraldOff := c.logSize("corrald")
 	c.startDaemon(nkDaemon)
 	waitFor(t, 30*time.Second, "the watcher to remove the disk the failed create left", func() bool {
@@ -46,6 +58,9 @@ func TestNodeKillAfterDiskCreate(t *testing.T) {
 	})
 	waitFor(t, 10*time.Second, "the watcher to log the removal", func() bool {
 		return strings.Contains(c.logSince("corrald", corraldOff), `msg="watcher: removed a disk left by a failed change" node=`+nkNode+` instance=nk-disk`)
+	})
+	waitFor(t, 10*time.Second, "node info to report the disk removed", func() bool {
+		return strings.Contains(nodeInfo(), "- DisksLeft: False (AllRemoved) since ")
 	})
 	// Removed once: the record is gone, so later rounds do not try again.
 	time.Sleep(3 * time.Second)

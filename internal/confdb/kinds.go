@@ -1,0 +1,33 @@
+package confdb
+
+import (
+	"strings"
+
+	"github.com/corral/corral/internal/config"
+)
+
+// reset empties the cache: one collection per kind of object, with its
+// key prefixes, how its names compare (names.go) and its unique indexes.
+// A new kind of object is one more collection here and in DB.
+func (db *DB) reset() {
+	db.nodes = newCollection(pfxNode, pfxNameNode, foldName, func() *config.Node { return new(config.Node) })
+	db.groups = newCollection(pfxGroup, pfxNameGroup, keepName, func() *config.NodeGroup { return new(config.NodeGroup) })
+	db.instMACs = newUniqueIndex(pfxMAC, nicCount, nicMAC)
+	db.instances = newCollection(pfxInstance, pfxNameInst, foldName, func() *config.Instance { return new(config.Instance) }, db.instMACs)
+	db.kinds = map[string]loader{
+		kindOf(pfxNode):     db.nodes,
+		kindOf(pfxGroup):    db.groups,
+		kindOf(pfxInstance): db.instances,
+		kindOf(pfxStatus): statusLoader{
+			kindOf(pfxNode):     db.nodes,
+			kindOf(pfxInstance): db.instances,
+		},
+	}
+}
+
+// kindOf is the key segment after Prefix that names a kind of object.
+func kindOf(pfx string) string { return strings.TrimSuffix(strings.TrimPrefix(pfx, Prefix), "/") }
+
+// nicCount and nicMAC give an instance's MACs as stored (lower case).
+func nicCount(i *config.Instance) int         { return len(i.NICs) }
+func nicMAC(i *config.Instance, k int) string { return i.NICs[k].MAC }
