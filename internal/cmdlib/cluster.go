@@ -108,7 +108,7 @@ func (lu *testDelayLU) once(ctx context.Context, s *StepCtx, d time.Duration) er
 			case <-t.C:
 				break wait
 			case <-poll:
-				if s.h.Canceled() {
+				if s.Canceled() {
 					return jobqueue.ErrCanceled
 				}
 			case <-ctx.Done():

@@ -183,7 +183,7 @@ func (h *luxiHandler) luxiQueryJobs(ctx context.Context, args []json.RawMessage)
 	if err != nil {
 		return nil, err
 	}
-	redactJobRows(h.d.proc.Ops, fields, rows)
+	redactJobRows(h.d.engine.Ops(), fields, rows)
 	return rows, nil
 }
 
