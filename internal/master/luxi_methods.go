@@ -121,7 +121,7 @@ func (h *luxiHandler) luxiChangeJobPriority(ctx context.Context, args []json.Raw
 		// An op blocked on its locks is queued in the lock manager at
 		// the priority it started with: move it too, or the change
 		// would show in the job but not decide who gets the lock.
-		// cmdlib names lock owners "job ID/op N OP_ID".
+		// The engine names lock owners "job ID/op N OP_ID".
 		owner := fmt.Sprintf("job %d/", id)
 		if _, err := d.locks.SetWaitPriority(func(o string) bool { return strings.HasPrefix(o, owner) }, prio); err != nil {
 			return nil, err
