@@ -31,6 +31,9 @@ type Processor struct {
 	// Failpoints kill corrald at step-began, step-committed and
 	// rpc-returned in crash tests; nil in production.
 	Failpoints *failpoint.Set
+	// Wake wakes the ops suspended on an event (the job queue's Notify);
+	// set once the queue exists. Deliver events with Notify.
+	Wake func(event string)
 
 	mu        sync.Mutex
 	recovered map[string]*locking.Held // "job/op" -> locks re-acquired at start-up
@@ -157,12 +160,18 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 			}
 		}
 		p.Failpoints.Hit(failpoint.StepBegan)
-		sc := &StepCtx{p: p, h: h, step: i, op: op}
+		sc := &StepCtx{p: p, h: h, step: i, op: op, unsafe: unsafe != nil && unsafe.UnsafeToRepeat(op, i) != ""}
 		if err := steps[i].Run(ctx, sc); err != nil {
 			if ctx.Err() != nil && !h.Canceled() {
 				// The master is stopping: keep everything as it is, the op
 				// resumes at this step on the next start.
 				return nil, ctx.Err()
+			}
+			if errors.Is(err, jobqueue.ErrSuspended) {
+				// Parked (StepCtx.Suspend): no goroutine and no lock is
+				// held while it waits; once woken, the op runs again
+				// from this step.
+				return nil, err
 			}
 			p.revert(ctx, lu, h, op, i, err)
 			return nil, err
@@ -312,6 +321,7 @@ type StepCtx struct {
 	tx       *confdb.Tx
 	children [][]json.RawMessage
 	revert   bool
+	unsafe   bool // the step is declared unsafe to repeat: it may not suspend
 }
 
 // Cfg is the configuration.
