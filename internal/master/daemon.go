@@ -294,6 +294,7 @@ func openOn(ctx context.Context, opts Options, st store.Store, term *election.Te
 	if err != nil {
 		return nil, err
 	}
+	d.engine.Wake = d.queue.Notify
 	if term != nil {
 		// Tell every node the new epoch before any job resumes: a node that
 		// has seen it refuses the deposed master's calls, so the window

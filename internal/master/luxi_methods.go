@@ -45,6 +45,7 @@ var luxiMethods = map[string]luxiMethod{
 	"DebugLocks":                       (*luxiHandler).luxiDebugLocks,
 	"QueryStats":                       (*luxiHandler).luxiQueryStats,
 	luxi.MethodQueryMetrics:            (*luxiHandler).luxiQueryMetrics,
+	luxi.MethodNotifyEvent:             (*luxiHandler).luxiNotifyEvent,
 	luxi.MethodPairRedeem:              (*luxiHandler).luxiPairRedeem,
 	"MasterFailover":                   (*luxiHandler).luxiMasterFailover,
 }
@@ -280,6 +281,15 @@ func (h *luxiHandler) luxiSetDrainFlag(ctx context.Context, args []json.RawMessa
 		return nil, err
 	}
 	return true, q.SetDrained(ctx, flag)
+}
+
+// luxiNotifyEvent delivers an event to the ops suspended on it.
+func (h *luxiHandler) luxiNotifyEvent(ctx context.Context, args []json.RawMessage) (any, error) {
+	event, err := arg[string](args, 0, "event")
+	if err != nil {
+		return nil, err
+	}
+	return nil, h.d.engine.Notify(event)
 }
 
 func (h *luxiHandler) luxiSetWatcherPause(ctx context.Context, args []json.RawMessage) (any, error) {
