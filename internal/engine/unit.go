@@ -81,8 +81,8 @@ type Step struct {
 // instead of running it again. The declaration lives on the unit, not on
 // Step, so that Step stays a two-field literal.
 //
-// A step declared unsafe must not suspend its op: the op would be run again
-// at that step and fail as interrupted.
+// A step declared unsafe cannot suspend its op (StepCtx.Suspend refuses):
+// the op would be run again at that step and fail as interrupted.
 type UnsafeSteps interface {
 	// UnsafeToRepeat returns, for step i of op, what an operator should
 	// check to learn whether the step took effect; "" for a safe step.
