@@ -21,7 +21,7 @@ type queueStats struct {
 // TestCrashSuspendedStepWaitsForEvent suspends two ops, one until an event
 // and one until a deadline, kills corrald and starts it again: both stay
 // parked with no lock and no run slot, the deadline wakes one, and the
-// event, delivered over LUXI, the other.
+// event, delivered with the CLI over LUXI, the other.
 func TestCrashSuspendedStepWaitsForEvent(t *testing.T) {
 	c := newCluster(t, clusterOpts{nodes: 1, hypervisors: []string{"fake"}, watcher: time.Hour})
 	const event = "e2e/agent-called-back"
@@ -57,8 +57,9 @@ func TestCrashSuspendedStepWaitsForEvent(t *testing.T) {
 	if err := c.luxi.NotifyEvent(ctx, "bad event name"); err == nil {
 		t.Error("NotifyEvent accepted a name with spaces")
 	}
-	if err := c.luxi.NotifyEvent(ctx, event); err != nil {
-		t.Fatal(err)
+	// The CLI delivers it through LUXI, as corral-rapi would.
+	if out, err := c.corral("debug", "notify", event); err != nil {
+		t.Fatalf("corral debug notify: %v: %s", err, out)
 	}
 	if status, res := c.waitJob(onEvent, time.Minute); status != "success" {
 		t.Fatalf("job %d ended %s: %s", onEvent, status, toJSON(res))
