@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -172,4 +173,32 @@ func TestUnsafeStepCannotSuspend(t *testing.T) {
 	if status != "error" || !strings.Contains(string(raw), "unsafe to repeat and cannot suspend") {
 		t.Fatalf("job ended %s %s", status, raw)
 	}
+}
+
+// TestSuspendedOpsHoldNoGoroutine parks many ops and checks that the
+// process did not keep a goroutine for each: a suspended op is a record, a
+// timer and an entry in the table of events.
+func TestSuspendedOpsHoldNoGoroutine(t *testing.T) {
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "s.db"), boltstore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	q, p := startWaitQueue(t, st)
+	defer q.Stop()
+	const parked = 300
+	before := runtime.NumGoroutine()
+	for i := 0; i < parked; i++ {
+		submitOp(t, q, map[string]any{"OP_ID": "OP_TEST_WAIT", "event": "wake-all", "deadline_ms": 3600_000})
+	}
+	waitSuspended(t, q, parked)
+	grew := runtime.NumGoroutine() - before
+	if grew >= parked/10 {
+		t.Fatalf("%d parked ops left %d more goroutines", parked, grew)
+	}
+	t.Logf("%d parked ops: %d goroutines more than before", parked, grew)
+	if err := p.Notify("wake-all"); err != nil {
+		t.Fatal(err)
+	}
+	waitSuspended(t, q, 0)
 }
