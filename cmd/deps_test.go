@@ -20,6 +20,7 @@ var forbidden = map[string]map[string]string{
 	"./cmd/corral-node": {
 		"internal/master":   "corrald itself",
 		"internal/cmdlib":   "the logical units",
+		"internal/engine":   "the unit engine",
 		"internal/jobqueue": "the job queue",
 		"internal/query":    "the query language of the master",
 		"internal/election": "the master election",
@@ -27,6 +28,7 @@ var forbidden = map[string]map[string]string{
 	"./cmd/corral": {
 		"internal/master":   "corrald itself",
 		"internal/cmdlib":   "the logical units",
+		"internal/engine":   "the unit engine",
 		"internal/jobqueue": "the job queue",
 		"internal/query":    "the query language of the master",
 		"internal/election": "the master election",
@@ -34,6 +36,7 @@ var forbidden = map[string]map[string]string{
 	"./cmd/corral-rapi": {
 		"internal/master":     "corrald itself",
 		"internal/cmdlib":     "the logical units",
+		"internal/engine":     "the unit engine",
 		"internal/jobqueue":   "the job queue",
 		"internal/query":      "the query language of the master",
 		"internal/election":   "the master election",

@@ -216,3 +216,20 @@ func TestDebugLocks(t *testing.T) {
 		t.Fatalf("separator: %q", r.stdout)
 	}
 }
+
+func TestDebugNotify(t *testing.T) {
+	f := newFake(t)
+	if r := f.run(t, "debug", "notify", "agent/7/called-back"); r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	calls := f.callsTo("NotifyEvent")
+	if len(calls) != 1 || !sameJSON(t, calls[0].Args, `["agent/7/called-back"]`) {
+		t.Fatalf("NotifyEvent calls %+v", calls)
+	}
+	if r := f.run(t, "debug", "notify", "bad name"); r.code == 0 || !strings.Contains(r.stderr, "printable ASCII") {
+		t.Fatalf("a refused event: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := f.run(t, "debug", "notify"); r.code == 0 {
+		t.Fatal("notify without an event succeeded")
+	}
+}

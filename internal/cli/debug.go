@@ -13,8 +13,8 @@ import (
 
 func newDebugCmd(a *app) *cobra.Command {
 	c := newGroup("debug", "Tools for testing and debugging the cluster",
-		"  corral debug delay 10\n  corral debug locks")
-	c.AddCommand(a.debugDelayCmd(), a.debugLocksCmd())
+		"  corral debug delay 10\n  corral debug locks\n  corral debug notify my-event")
+	c.AddCommand(a.debugDelayCmd(), a.debugLocksCmd(), a.debugNotifyCmd())
 	return c
 }
 
@@ -23,12 +23,17 @@ func (a *app) debugDelayCmd() *cobra.Command {
 	var noMaster, interruptible bool
 	var nodes []string
 	var repeat int
+	var wakeEvent string
 	cmd := &cobra.Command{
 		Use:   "delay [flags] SECONDS",
 		Short: "Run a job that only sleeps",
 		Long: `Submit a job that sleeps for SECONDS (OP_TEST_DELAY; fractions and 0 are
 allowed) on the master and on the given nodes, to test the job queue, locking
-and node communication. It takes no locks.`,
+and node communication. It takes no locks.
+
+With --wake-event, the job instead waits suspended (no process or lock held,
+across master restarts) until the event is delivered with "corral debug
+notify" or SECONDS pass.`,
 		Example: "  corral debug delay 5\n  corral debug delay --submit --repeat 3 -n node1 -n node2 0.5\n  corral debug delay --no-master -n node2 --interruptible 60",
 		Args:    exactArgs(1, "the delay in seconds"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -51,6 +56,9 @@ and node communication. It takes no locks.`,
 				"repeat":        repeat,
 				"interruptible": interruptible,
 			}
+			if wakeEvent != "" {
+				op["wake_event"] = wakeEvent
+			}
 			return a.runJob(cmd, &o, op, nil)
 		},
 	}
@@ -60,7 +68,25 @@ and node communication. It takes no locks.`,
 	f.StringArrayVarP(&nodes, "node", "n", nil, "also sleep on this node (repeatable)")
 	f.IntVar(&repeat, "repeat", 0, "sleep this many more times, logging each")
 	f.BoolVar(&interruptible, "interruptible", false, "let the job be cancelled while it sleeps")
+	f.StringVar(&wakeEvent, "wake-event", "", "wait suspended for this event instead of sleeping (Corral only)")
 	return cmd
+}
+
+func (a *app) debugNotifyCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "notify EVENT",
+		Short: "Deliver an event to the jobs waiting for it",
+		Long: `Wake every job step suspended until EVENT, as an agent calling back or a
+machine reporting it booted would. An event no job waits for is dropped.`,
+		Example: "  corral debug delay --submit --wake-event my-event 600\n  corral debug notify my-event",
+		Args:    exactArgs(1, "the event name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			return a.env.withClient(ctx, func(c *luxi.Client) error {
+				return c.NotifyEvent(ctx, args[0])
+			})
+		},
+	}
 }
 
 // lockInfo is one entry of the DebugLocks answer.

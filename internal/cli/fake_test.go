@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -254,6 +255,11 @@ func (f *fakeMaster) builtin(method string, args []any) (any, error) {
 			return []any{}, nil
 		}
 		return f.locks, nil
+	case "NotifyEvent":
+		if ev, _ := argAt(args, 0).(string); strings.Contains(ev, " ") {
+			return nil, ecode.Errorf(ecode.Inval, "event name %q: only printable ASCII characters other than space are allowed", ev)
+		}
+		return nil, nil
 	}
 	return nil, ecode.New(ecode.LuxiError, ecode.Inval, fmt.Sprintf("Unknown LUXI method %q", method))
 }

@@ -78,6 +78,8 @@ func TestOpcodes(t *testing.T) {
 			`{"OP_ID":"OP_TEST_DELAY","duration":0,"on_master":true,"on_nodes":[],"repeat":0,"interruptible":false}`},
 		{"debug delay all", nil, []string{"debug", "delay", "--no-master", "-n", "node1", "-n", "node2", "--repeat", "2", "--interruptible", "--priority", "7", "1.5"},
 			`{"OP_ID":"OP_TEST_DELAY","duration":1.5,"on_master":false,"on_nodes":["node1","node2"],"repeat":2,"interruptible":true,"priority":7}`},
+		{"debug delay wake event", nil, []string{"debug", "delay", "--wake-event", "agent/1", "60"},
+			`{"OP_ID":"OP_TEST_DELAY","duration":60,"on_master":true,"on_nodes":[],"repeat":0,"interruptible":false,"wake_event":"agent/1"}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

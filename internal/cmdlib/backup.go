@@ -10,6 +10,7 @@ import (
 
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/engine"
 	"github.com/corral/corral/internal/exportcfg"
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/nodeapi"
@@ -21,21 +22,15 @@ import (
 // one image per disk and a config.ini describing the instance. A remote
 // export streams the disks to another cluster's imports instead.
 
-// backupLU returns the unit of an export opcode, nil for others.
-func backupLU(id string) LU {
-	switch id {
-	case "OP_BACKUP_QUERY":
-		return &backupQueryLU{}
-	case "OP_BACKUP_PREPARE":
-		return &backupPrepareLU{}
-	case "OP_BACKUP_EXPORT":
-		return &backupExportLU{}
-	case "OP_BACKUP_REMOVE":
-		return &backupRemoveLU{}
-	case "OP_BACKUP_CLEANUP":
-		return &backupCleanupLU{}
+// backupUnits are the units of the export opcodes.
+func (p *Processor) backupUnits() []engine.Op {
+	return []engine.Op{
+		p.unit("OP_BACKUP_QUERY", func() LU { return &backupQueryLU{} }),
+		p.unit("OP_BACKUP_PREPARE", func() LU { return &backupPrepareLU{} }),
+		p.unit("OP_BACKUP_EXPORT", func() LU { return &backupExportLU{} }),
+		p.unit("OP_BACKUP_REMOVE", func() LU { return &backupRemoveLU{} }),
+		p.unit("OP_BACKUP_CLEANUP", func() LU { return &backupCleanupLU{} }),
 	}
-	return nil
 }
 
 // diskIO is where an instance's disk is read or written in a transfer: its

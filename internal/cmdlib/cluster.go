@@ -11,6 +11,7 @@ import (
 
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/engine"
 	"github.com/corral/corral/internal/jobqueue"
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/nodeapi"
@@ -53,6 +54,14 @@ func (lu *testDelayLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op)
 			return err
 		}
 	}
+	if ev := op.Str("wake_event"); ev != "" {
+		if err := engine.CheckEventName(ev); err != nil {
+			return err
+		}
+		if len(op.Strings("on_nodes")) > 0 || op.Int("repeat") > 0 {
+			return ecode.Errorf(ecode.Inval, "wake_event cannot be combined with on_nodes or repeat")
+		}
+	}
 	return nil
 }
 
@@ -60,6 +69,9 @@ func (lu *testDelayLU) Steps() []Step {
 	return []Step{{"delay", func(ctx context.Context, s *StepCtx) error {
 		op := s.Op()
 		d := seconds.Duration(op.Float("duration"))
+		if ev := op.Str("wake_event"); ev != "" {
+			return lu.awaitEvent(ctx, s, ev, d)
+		}
 		rounds := op.Int("repeat")
 		if rounds == 0 {
 			rounds = 1
@@ -108,7 +120,7 @@ func (lu *testDelayLU) once(ctx context.Context, s *StepCtx, d time.Duration) er
 			case <-t.C:
 				break wait
 			case <-poll:
-				if s.h.Canceled() {
+				if s.Canceled() {
 					return jobqueue.ErrCanceled
 				}
 			case <-ctx.Done():
@@ -122,6 +134,21 @@ func (lu *testDelayLU) once(ctx context.Context, s *StepCtx, d time.Duration) er
 		}
 	}
 	return nil
+}
+
+// awaitEvent suspends the delay step until event is delivered or d
+// passes, then logs which came first.
+func (lu *testDelayLU) awaitEvent(ctx context.Context, s *StepCtx, event string, d time.Duration) error {
+	switch s.Woken() {
+	case engine.WokenByEvent:
+		s.Logf(ctx, "Test delay woken by event %s", event)
+		return nil
+	case engine.WokenByDeadline:
+		s.Logf(ctx, "Test delay ended after %s without event %s", d, event)
+		return nil
+	}
+	s.Logf(ctx, "Test delay waiting for event %s for at most %s", event, d)
+	return s.Suspend(ctx, time.Now().Add(d), event)
 }
 
 func (lu *testDelayLU) Result() any { return nil }

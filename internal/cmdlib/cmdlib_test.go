@@ -14,6 +14,7 @@ import (
 	"github.com/corral/corral/internal/confdb"
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/engine"
 	"github.com/corral/corral/internal/jobqueue"
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/nodeapi"
@@ -153,8 +154,8 @@ func openEnvOn(t *testing.T, st store.Store, path string, node *nodeDouble, fres
 	} else if cfg, err = confdb.Open(ctx, st, nil); err != nil {
 		t.Fatal(err)
 	}
-	proc := NewProcessor(cfg, locking.New(), node, opcodes.Default(), slog.New(slog.DiscardHandler))
-	q, err := jobqueue.New(jobqueue.Options{Store: st, Runner: proc, Summary: proc.Ops.Summary})
+	proc := NewProcessor(cfg, node, slog.New(slog.DiscardHandler))
+	q, err := jobqueue.New(jobqueue.Options{Store: st, Runner: newEngine(t, proc), Summary: opcodes.Default().Summary})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,4 +359,23 @@ func TestInterruptibleDelayKill(t *testing.T) {
 	if st, _ := e.wait(t, id); st != "canceled" {
 		t.Fatalf("status %s, want canceled", st)
 	}
+}
+
+// newEngine runs proc's units. Node calls go through proc.RPC as it is at
+// the time of the call, so a test may swap the node double after start.
+func newEngine(t *testing.T, proc *Processor) *engine.Processor {
+	t.Helper()
+	reg := engine.NewRegistry(opcodes.Default())
+	proc.Register(reg)
+	if err := reg.Check(); err != nil {
+		t.Fatal(err)
+	}
+	return engine.NewProcessor(proc.Cfg, locking.New(), rpcVia{proc}, reg, proc.Log)
+}
+
+// rpcVia calls the nodes through a Processor's current RPC.
+type rpcVia struct{ p *Processor }
+
+func (r rpcVia) Call(ctx context.Context, node *config.Node, method, opID string, args, reply any) error {
+	return r.p.RPC.Call(ctx, node, method, opID, args, reply)
 }

@@ -8,53 +8,32 @@ import (
 
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/engine"
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/nodeapi"
-	"github.com/corral/corral/internal/opcodes"
 )
 
-func (p *Processor) newLU(op *opcodes.Op) (LU, error) {
-	switch op.ID {
-	case "OP_TEST_DELAY":
-		return &testDelayLU{}, nil
-	case "OP_CLUSTER_VERIFY":
-		return &clusterVerifyLU{}, nil
-	case "OP_CLUSTER_SET_PARAMS":
-		return &clusterSetParamsLU{}, nil
-	case "OP_CLUSTER_DESTROY":
-		return &clusterDestroyLU{}, nil
-	case "OP_NODE_ADD":
-		return &nodeAddLU{}, nil
-	case "OP_NODE_REMOVE":
-		return &nodeRemoveLU{}, nil
-	case "OP_NODE_SET_PARAMS":
-		return &nodeSetParamsLU{}, nil
-	case "OP_INSTANCE_CREATE":
-		return &instanceCreateLU{}, nil
-	case "OP_INSTANCE_REMOVE":
-		return &instanceRemoveLU{}, nil
-	case "OP_INSTANCE_STARTUP":
-		return &instanceStartupLU{}, nil
-	case "OP_INSTANCE_SHUTDOWN":
-		return &instanceShutdownLU{}, nil
-	case "OP_INSTANCE_REBOOT":
-		return &instanceRebootLU{}, nil
-	case "OP_INSTANCE_REINSTALL":
-		return &instanceReinstallLU{}, nil
-	case "OP_INSTANCE_RENAME":
-		return &instanceRenameLU{}, nil
-	case "OP_INSTANCE_SET_PARAMS":
-		return &instanceSetParamsLU{}, nil
-	case "OP_INSTANCE_QUERY_DATA":
-		return &instanceQueryDataLU{}, nil
+// coreUnits are the units of the cluster, node and instance life-cycle
+// opcodes; the other areas list theirs in their own files.
+func (p *Processor) coreUnits() []engine.Op {
+	return []engine.Op{
+		p.unit("OP_TEST_DELAY", func() LU { return &testDelayLU{} }),
+		p.unit("OP_CLUSTER_VERIFY", func() LU { return &clusterVerifyLU{} }),
+		p.unit("OP_CLUSTER_SET_PARAMS", func() LU { return &clusterSetParamsLU{} }),
+		p.unit("OP_CLUSTER_DESTROY", func() LU { return &clusterDestroyLU{} }),
+		p.unit("OP_NODE_ADD", func() LU { return &nodeAddLU{} }),
+		p.unit("OP_NODE_REMOVE", func() LU { return &nodeRemoveLU{} }),
+		p.unit("OP_NODE_SET_PARAMS", func() LU { return &nodeSetParamsLU{} }),
+		p.unit("OP_INSTANCE_CREATE", func() LU { return &instanceCreateLU{} }),
+		p.unit("OP_INSTANCE_REMOVE", func() LU { return &instanceRemoveLU{} }),
+		p.unit("OP_INSTANCE_STARTUP", func() LU { return &instanceStartupLU{} }),
+		p.unit("OP_INSTANCE_SHUTDOWN", func() LU { return &instanceShutdownLU{} }),
+		p.unit("OP_INSTANCE_REBOOT", func() LU { return &instanceRebootLU{} }),
+		p.unit("OP_INSTANCE_REINSTALL", func() LU { return &instanceReinstallLU{} }),
+		p.unit("OP_INSTANCE_RENAME", func() LU { return &instanceRenameLU{} }),
+		p.unit("OP_INSTANCE_SET_PARAMS", func() LU { return &instanceSetParamsLU{} }),
+		p.unit("OP_INSTANCE_QUERY_DATA", func() LU { return &instanceQueryDataLU{} }),
 	}
-	// Units of each area are looked up in that area's file.
-	for _, lookup := range []func(id string) LU{tagLU, groupLU, diskLU, osLU, cryptoLU, backupLU} {
-		if lu := lookup(op.ID); lu != nil {
-			return lu, nil
-		}
-	}
-	return nil, &ecode.Error{Kind: ecode.OpCodeUnknown, Class: ecode.Inval, Msg: fmt.Sprintf("opcode %s has no logical unit", op.ID)}
 }
 
 // Lock request helpers.

@@ -4,17 +4,17 @@ import (
 	"context"
 
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/engine"
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/opcodes"
 	"github.com/corral/corral/internal/pki"
 )
 
-// cryptoLU returns the unit of a secret-renewing opcode, nil for others.
-func cryptoLU(id string) LU {
-	if id == "OP_CLUSTER_RENEW_CRYPTO" {
-		return &renewCryptoLU{}
+// cryptoUnits are the units of the cluster crypto opcodes.
+func (p *Processor) cryptoUnits() []engine.Op {
+	return []engine.Op{
+		p.unit("OP_CLUSTER_RENEW_CRYPTO", func() LU { return &renewCryptoLU{} }),
 	}
-	return nil
 }
 
 // renewCryptoLU replaces cluster secrets. The domain secret is written on

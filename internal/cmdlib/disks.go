@@ -8,24 +8,20 @@ import (
 
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/engine"
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/nodeapi"
 	"github.com/corral/corral/internal/opcodes"
 )
 
-// diskLU returns the unit of one of the instance disk opcodes, or nil for another opcode.
-func diskLU(id string) LU {
-	switch id {
-	case "OP_INSTANCE_ACTIVATE_DISKS":
-		return &instanceActivateDisksLU{}
-	case "OP_INSTANCE_DEACTIVATE_DISKS":
-		return &instanceDeactivateDisksLU{}
-	case "OP_INSTANCE_GROW_DISK":
-		return &instanceGrowDiskLU{}
-	case "OP_INSTANCE_CONSOLE":
-		return &instanceConsoleLU{}
+// diskUnits are the units of the instance disk and console opcodes.
+func (p *Processor) diskUnits() []engine.Op {
+	return []engine.Op{
+		p.unit("OP_INSTANCE_ACTIVATE_DISKS", func() LU { return &instanceActivateDisksLU{} }),
+		p.unit("OP_INSTANCE_DEACTIVATE_DISKS", func() LU { return &instanceDeactivateDisksLU{} }),
+		p.unit("OP_INSTANCE_GROW_DISK", func() LU { return &instanceGrowDiskLU{} }),
+		p.unit("OP_INSTANCE_CONSOLE", func() LU { return &instanceConsoleLU{} }),
 	}
-	return nil
 }
 
 // Hypervisor names and parameters the console answer depends on (cmdlib

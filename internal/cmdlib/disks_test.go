@@ -14,7 +14,6 @@ import (
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/jobqueue"
-	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/nodeapi"
 	"github.com/corral/corral/internal/opcodes"
 	"github.com/corral/corral/internal/store/boltstore"
@@ -120,8 +119,8 @@ func openEnvRPC(t *testing.T, path string, rpc NodeRPC) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc := NewProcessor(cfg, locking.New(), rpc, opcodes.Default(), slog.New(slog.DiscardHandler))
-	q, err := jobqueue.New(jobqueue.Options{Store: st, Runner: proc, Summary: proc.Ops.Summary})
+	proc := NewProcessor(cfg, rpc, slog.New(slog.DiscardHandler))
+	q, err := jobqueue.New(jobqueue.Options{Store: st, Runner: newEngine(t, proc), Summary: opcodes.Default().Summary})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/etcdproc"
 	"github.com/corral/corral/internal/jobqueue"
-	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/nodeapi"
 	"github.com/corral/corral/internal/opcodes"
 	"github.com/corral/corral/internal/pki"
@@ -145,13 +144,13 @@ func openEtcdEnv(t *testing.T, f *fakeEtcd, managed bool) (*env, *etcdNode) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc := NewProcessor(e.cfg, locking.New(), node, opcodes.Default(), slog.New(slog.DiscardHandler))
+	proc := NewProcessor(e.cfg, node, slog.New(slog.DiscardHandler))
 	proc.StoreHealth = f.health
 	proc.Etcd = &EtcdMembership{API: f, CA: ca}
 	if managed {
 		proc.Etcd.Managed = &storecfg.ManagedMembers{ClientPort: 2379, PeerPort: 2380}
 	}
-	q, err := jobqueue.New(jobqueue.Options{Store: e.st, Runner: proc, Summary: proc.Ops.Summary})
+	q, err := jobqueue.New(jobqueue.Options{Store: e.st, Runner: newEngine(t, proc), Summary: opcodes.Default().Summary})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,25 +10,20 @@ import (
 
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/engine"
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/opcodes"
 )
 
-// groupLU returns the unit of one of the node group opcodes, or nil for another opcode.
-func groupLU(id string) LU {
-	switch id {
-	case "OP_GROUP_ADD":
-		return &groupAddLU{}
-	case "OP_GROUP_REMOVE":
-		return &groupRemoveLU{}
-	case "OP_GROUP_SET_PARAMS":
-		return &groupSetParamsLU{}
-	case "OP_GROUP_RENAME":
-		return &groupRenameLU{}
-	case "OP_GROUP_ASSIGN_NODES":
-		return &groupAssignNodesLU{}
+// groupUnits are the units of the node group opcodes.
+func (p *Processor) groupUnits() []engine.Op {
+	return []engine.Op{
+		p.unit("OP_GROUP_ADD", func() LU { return &groupAddLU{} }),
+		p.unit("OP_GROUP_REMOVE", func() LU { return &groupRemoveLU{} }),
+		p.unit("OP_GROUP_SET_PARAMS", func() LU { return &groupSetParamsLU{} }),
+		p.unit("OP_GROUP_RENAME", func() LU { return &groupRenameLU{} }),
+		p.unit("OP_GROUP_ASSIGN_NODES", func() LU { return &groupAssignNodesLU{} }),
 	}
-	return nil
 }
 
 // Ganeti's allocation policies (VALID_ALLOC_POLICIES).

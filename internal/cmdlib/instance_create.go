@@ -261,7 +261,7 @@ func (lu *instanceCreateLU) Revert(ctx context.Context, s *StepCtx, failed error
 	if lu.Inst == nil {
 		return
 	}
-	if s.step >= lu.startStep() {
+	if s.Step() >= lu.startStep() {
 		// As Ganeti: an installed instance that fails to start stays, so
 		// the operator can look at it; only the job fails. Make sure it is
 		// not left running while the configuration says down.

@@ -7,17 +7,17 @@ import (
 
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/engine"
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/nodeapi"
 	"github.com/corral/corral/internal/opcodes"
 )
 
-// osLU returns the unit of one of the OS opcodes, or nil for another opcode.
-func osLU(id string) LU {
-	if id == "OP_OS_DIAGNOSE" {
-		return &osDiagnoseLU{}
+// osUnits are the units of the OS opcodes.
+func (p *Processor) osUnits() []engine.Op {
+	return []engine.Op{
+		p.unit("OP_OS_DIAGNOSE", func() LU { return &osDiagnoseLU{} }),
 	}
-	return nil
 }
 
 // osFields are the output fields of OP_OS_DIAGNOSE, as Ganeti's OS query.

@@ -1,42 +1,29 @@
-// Package cmdlib holds the logical units: each opcode becomes an ordered list
-// of named steps. The Processor is the job queue's OpRunner: it decodes the
-// opcode, takes the unit's locks in level order, runs the checks once, then
-// runs the steps. Each step's configuration writes, the child jobs it submits
-// and the job's step cursor (with the unit's plan, serialised) commit in one
-// store transaction, so a restarted master resumes the op at its next step
-// with the same decisions instead of failing it.
+// Package cmdlib holds Ganeti's logical units: each opcode becomes an
+// ordered list of named steps, run by the engine (package engine). The
+// Processor here is what those units share: the configuration, the node
+// RPC, the cluster's secrets and certificates, the built-in allocator.
+// Register hands the units to an engine registry.
 package cmdlib
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
-	"sync"
-	"time"
 
 	"github.com/corral/corral/internal/confdb"
 	"github.com/corral/corral/internal/config"
-	"github.com/corral/corral/internal/ecode"
-	"github.com/corral/corral/internal/failpoint"
-	"github.com/corral/corral/internal/jobqueue"
+	"github.com/corral/corral/internal/engine"
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/opcodes"
 	"github.com/corral/corral/internal/secret"
 	"github.com/corral/corral/internal/store"
 )
 
-// NodeRPC calls a node daemon. opID makes the call idempotent on the node:
-// a retried operation is answered from the node's record.
-type NodeRPC interface {
-	Call(ctx context.Context, node *config.Node, method, opID string, args, reply any) error
-}
+// NodeRPC calls a node daemon (see engine.NodeRPC).
+type NodeRPC = engine.NodeRPC
 
-// LU is a logical unit. Its exported fields are its plan: they are saved with
-// every committed step and restored when the op resumes.
+// LU is a Ganeti logical unit. Its exported fields are its plan: they are
+// saved with every committed step and restored when the op resumes.
 type LU interface {
 	// Locks lists what the unit needs. Called before Prereq, and again on resume.
 	Locks(p *Processor, op *opcodes.Op) []locking.Request
@@ -50,11 +37,12 @@ type LU interface {
 }
 
 // Releaser is implemented by units that can give back some lock levels
-// once a step has committed (Ganeti drops the node-allocation lock once the
-// node is chosen and reserved).
-type Releaser interface {
-	ReleaseAfter(step int) []locking.Level
-}
+// once a step has committed (see engine.Releaser).
+type Releaser = engine.Releaser
+
+// UnsafeSteps is implemented by units with a step that is unsafe to
+// repeat (see engine.UnsafeSteps).
+type UnsafeSteps = engine.UnsafeSteps
 
 // Reverter is implemented by units that can undo a partly done change when a
 // step fails (for example a create that leaves disks behind).
@@ -62,45 +50,25 @@ type Reverter interface {
 	Revert(ctx context.Context, s *StepCtx, failed error)
 }
 
-// Step is one resumable piece of a unit. A step is run again when the
-// master stops before it commits, so by default it must be safe to repeat:
-// its configuration writes commit with it, and its node RPCs carry an
-// operation id the node answers from its record. A step that is not safe
-// is declared by its unit (see UnsafeSteps).
+// Step is one resumable piece of a unit (see engine.Step).
 type Step struct {
 	Name string
 	Run  func(ctx context.Context, s *StepCtx) error
 }
 
-// UnsafeSteps is implemented by units with a step that is unsafe to repeat:
-// one with a side effect that no node operation record covers and that can
-// be neither checked nor undone, so that running it a second time after a
-// master restart could do it twice (an external call without an operation
-// id, a script whose outcome the node does not record). Before such a step
-// runs, the processor durably records that it began; an op found later with
-// that step begun and not committed fails with a message naming the step
-// instead of running it again. The declaration lives on the unit, not on
-// Step, so that Step stays a two-field literal.
-//
-// A step declared unsafe must not suspend its op: the op would be run again
-// at that step and fail as interrupted.
-type UnsafeSteps interface {
-	// UnsafeToRepeat returns, for step i of op, what an operator should
-	// check to learn whether the step took effect; "" for a safe step.
-	UnsafeToRepeat(op *opcodes.Op, i int) string
+// StepCtx is what a step works with: the engine's step context and the
+// units' shared Processor.
+type StepCtx struct {
+	*engine.StepCtx
+	p *Processor
 }
 
-// Processor runs opcodes for the job queue.
+// Processor is what Ganeti's units share.
 type Processor struct {
 	Cfg    *confdb.DB
-	Locks  *locking.Manager
 	RPC    NodeRPC
-	Ops    *opcodes.Table
 	Log    *slog.Logger
 	Master *config.Node // the node corrald runs on (for on_master work)
-	// Failpoints kill corrald at step-began, step-committed and
-	// rpc-returned in crash tests; nil in production.
-	Failpoints *failpoint.Set
 	// StoreHealth reports the members of a replicated store (etcd) for
 	// cluster verify; nil for the embedded store.
 	StoreHealth func(ctx context.Context) ([]store.MemberHealth, error)
@@ -113,9 +81,6 @@ type Processor struct {
 	// Certs signs node certificates and renews corrald's own (certrenew.go);
 	// nil when the master cannot.
 	Certs ClusterCerts
-
-	mu        sync.Mutex
-	recovered map[string]*locking.Held // "job/op" -> locks re-acquired at start-up
 }
 
 // DomainSecrets reads and replaces the cluster domain secret. It is read
@@ -130,321 +95,74 @@ type DomainSecrets interface {
 	SetDomainSecret(context.Context, secret.Secret) error
 }
 
-// NewProcessor wires a processor.
-func NewProcessor(cfg *confdb.DB, locks *locking.Manager, rpc NodeRPC, ops *opcodes.Table, log *slog.Logger) *Processor {
-	return &Processor{Cfg: cfg, Locks: locks, RPC: rpc, Ops: ops, Log: log, recovered: map[string]*locking.Held{}}
+// NewProcessor wires what the units share.
+func NewProcessor(cfg *confdb.DB, rpc NodeRPC, log *slog.Logger) *Processor {
+	return &Processor{Cfg: cfg, RPC: rpc, Log: log}
 }
 
-func opKey(h *jobqueue.OpHandle) string { return fmt.Sprintf("%d/%d", h.JobID(), h.OpIndex()) }
-
-func owner(h *jobqueue.OpHandle) string {
-	return fmt.Sprintf("job %d/op %d %s", h.JobID(), h.OpIndex(), h.OpID())
+// Register adds Ganeti's units, and the timeouts of the node calls they
+// make that wait on purpose, to r.
+func (p *Processor) Register(r *engine.Registry) {
+	for _, area := range [][]engine.Op{p.coreUnits(), p.tagUnits(), p.groupUnits(), p.diskUnits(), p.osUnits(), p.cryptoUnits(), p.backupUnits()} {
+		r.Register(area...)
+	}
+	registerCallTimeouts(r)
 }
 
-// recoverTimeout bounds re-acquiring an op's recorded locks at start-up:
-// recorded locks never conflict, so waiting means a broken record, and the
-// op then fails instead of the master never starting.
-const recoverTimeout = 30 * time.Second
-
-// Recover re-acquires the locks an op held when the master stopped.
-func (p *Processor) Recover(ctx context.Context, h *jobqueue.OpHandle) error {
-	reqs, err := DecodeLocks(h.RecordedLocks())
-	if err != nil {
-		return err
-	}
-	held := p.Locks.NewOwner(owner(h))
-	rctx, cancel := context.WithTimeout(ctx, recoverTimeout)
-	defer cancel()
-	if err := acquireAll(rctx, p.Locks, held, h.Priority(), reqs); err != nil {
-		p.Log.Error("cannot re-acquire the recorded locks of an op", "job", h.JobID(), "op", h.OpIndex(), "locks", h.RecordedLocks(), "err", err)
-		return ecode.ExecErrorf("cannot re-acquire the locks this op held before the master restarted: %v", err)
-	}
-	p.mu.Lock()
-	p.recovered[opKey(h)] = held
-	p.mu.Unlock()
-	return nil
+// unit registers the unit newLU builds for opcode id.
+func (p *Processor) unit(id string, newLU func() LU) engine.Op {
+	return engine.Op{ID: id, New: func() engine.Unit { return &boundLU{lu: newLU(), p: p} }}
 }
 
-// RunOp executes one opcode of a job.
-func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error) {
-	// Locks re-acquired at start-up belong to this op whatever happens
-	// next: take them first so every return releases them.
-	p.mu.Lock()
-	held, resumed := p.recovered[opKey(h)]
-	delete(p.recovered, opKey(h))
-	p.mu.Unlock()
-	if !resumed {
-		held = p.Locks.NewOwner(owner(h))
-	}
-	// Locks go back only once the op's outcome is durable (and with it the
-	// cleared lock record): see jobqueue.OpHandle.OnOutcome.
-	h.OnOutcome(func() { held.Release() })
-
-	op, err := p.Ops.Decode(h.Input())
-	if err != nil {
-		return nil, err
-	}
-	if b, ok := h.Began(); ok {
-		// The queue fails such ops when it starts; this catches any other
-		// way back into an unsafe step that began (a step that suspended).
-		return nil, b.Err(op.ID)
-	}
-	lu, err := p.newLU(op)
-	if err != nil {
-		return nil, err
-	}
-	cursor, data := h.Cursor()
-	// Names are checked against the uuids before the first step only: a
-	// resumed op may have renamed or removed its object itself.
-	if cursor == 0 {
-		if err := p.resolveUUIDs(op); err != nil {
-			return nil, err
-		}
-	}
-	if len(data) > 0 {
-		if err := json.Unmarshal(data, lu); err != nil {
-			return nil, ecode.ExecErrorf("cannot restore the plan of %s: %v", op.ID, err)
-		}
-	}
-	if !resumed {
-		reqs := lu.Locks(p, op)
-		if err := acquireAll(ctx, p.Locks, held, h.Priority(), reqs); err != nil {
-			if errors.Is(err, context.Canceled) && h.Canceled() {
-				return nil, jobqueue.ErrCanceled
-			}
-			return nil, err
-		}
-		// One write records the locks and marks the op running.
-		if err := h.SetRunningWithLocks(ctx, EncodeLocks(held.Held())); err != nil {
-			return nil, err
-		}
-	}
-	if h.Resumed() {
-		_ = h.Log(ctx, "message", fmt.Sprintf("resumed after a master restart at step %d", cursor))
-	} else if resumed {
-		if err := h.SetRunning(ctx); err != nil {
-			return nil, err
-		}
-	}
-
-	if cursor == 0 {
-		if err := lu.Prereq(ctx, p, op); err != nil {
-			return nil, err
-		}
-		if op.Bool("dry_run") {
-			return lu.Result(), nil
-		}
-	}
-	steps := lu.Steps()
-	unsafe, _ := lu.(UnsafeSteps)
-	for i := cursor; i < len(steps); i++ {
-		if unsafe != nil {
-			if err := p.beginUnsafe(ctx, h, unsafe, op, i, steps[i].Name); err != nil {
-				if ctx.Err() != nil && !h.Canceled() {
-					return nil, ctx.Err()
-				}
-				p.revert(ctx, lu, h, op, i, err)
-				return nil, err
-			}
-		}
-		p.Failpoints.Hit(failpoint.StepBegan)
-		sc := &StepCtx{p: p, h: h, step: i, op: op}
-		if err := steps[i].Run(ctx, sc); err != nil {
-			if ctx.Err() != nil && !h.Canceled() {
-				// The master is stopping: keep everything as it is, the op
-				// resumes at this step on the next start.
-				return nil, ctx.Err()
-			}
-			p.revert(ctx, lu, h, op, i, err)
-			return nil, err
-		}
-		plan, err := json.Marshal(lu)
-		if err != nil {
-			return nil, ecode.ExecErrorf("cannot save the plan of %s: %v", op.ID, err)
-		}
-		c := jobqueue.StepCommit{Next: i + 1, Data: plan, Children: sc.children}
-		if sc.tx != nil {
-			c.Cmps, c.Ops = sc.tx.Cmps(), sc.tx.Ops()
-			// Applied before the step (and, for the last one, the op's
-			// success) is visible, so no client that sees the job done
-			// reads the configuration from before it.
-			c.Committed = func(rev int64) { p.Cfg.Apply(sc.tx, rev) }
-		}
-		var result any
-		if i == len(steps)-1 {
-			// The last step's commit also records the op's success, so a
-			// finished op costs one write less.
-			result = lu.Result()
-			raw, err := json.Marshal(result)
-			if err != nil {
-				return nil, ecode.ExecErrorf("cannot encode the result of %s: %v", op.ID, err)
-			}
-			c.Final, c.Result = true, raw
-		}
-		if _, err := h.CommitStep(ctx, c); err != nil {
-			if ctx.Err() != nil && !h.Canceled() {
-				return nil, ctx.Err()
-			}
-			if errors.Is(err, jobqueue.ErrConflict) {
-				err = ecode.Errorf(ecode.TempNoRes, "step %q of %s: the configuration changed concurrently; retry", steps[i].Name, op.ID)
-			}
-			// The step acted on nodes but its record did not commit (a
-			// kill-cancel or a conflict): undo what it did, as for a failure.
-			p.revert(ctx, lu, h, op, i, err)
-			return nil, err
-		}
-		p.Failpoints.Hit(failpoint.StepCommitted)
-		if c.Final {
-			return result, nil
-		}
-		if r, ok := lu.(Releaser); ok {
-			if levels := r.ReleaseAfter(i); len(levels) > 0 {
-				// Record the smaller set first: another job may take the
-				// released locks and record them at once, and the records
-				// must never show one exclusive lock held twice.
-				var keep []locking.Request
-				for _, req := range held.Held() {
-					if !slices.Contains(levels, req.Level) {
-						keep = append(keep, req)
-					}
-				}
-				if err := h.RecordLocks(ctx, EncodeLocks(keep)); err != nil {
-					return nil, err
-				}
-				held.Release(levels...)
-			}
-		}
-	}
-	return lu.Result(), nil
+// boundLU is a Ganeti unit bound to the Processor it runs with, as the
+// engine sees it. Its plan is the unit's own.
+type boundLU struct {
+	lu LU
+	p  *Processor
 }
 
-// beginUnsafe records that step i, if its unit declares it unsafe to
-// repeat, is about to run. Safe steps cost nothing here.
-func (p *Processor) beginUnsafe(ctx context.Context, h *jobqueue.OpHandle, u UnsafeSteps, op *opcodes.Op, i int, name string) error {
-	check := u.UnsafeToRepeat(op, i)
-	if check == "" {
-		return nil
-	}
-	if err := h.BeginUnsafe(ctx, jobqueue.BeganStep{Step: i, Name: name, Check: check}); err != nil {
-		return fmt.Errorf("recording the start of step %q of %s: %w", name, op.ID, err)
-	}
-	return nil
+func (b *boundLU) Locks(op *opcodes.Op) []locking.Request { return b.lu.Locks(b.p, op) }
+
+func (b *boundLU) Prereq(ctx context.Context, op *opcodes.Op) error {
+	return b.lu.Prereq(ctx, b.p, op)
 }
 
-// revert lets a unit undo a partly done change. The configuration side
-// of the undo commits in one transaction with the op's outcome (cause,
-// which the caller returns): committed apart, a crash between the two
-// would leave the undo done and the op running, to resume at the failed
-// step of a change that no longer exists.
-func (p *Processor) revert(ctx context.Context, lu LU, h *jobqueue.OpHandle, op *opcodes.Op, step int, cause error) {
-	r, ok := lu.(Reverter)
-	if !ok {
-		return
-	}
-	bg := context.WithoutCancel(ctx)
-	rs := &StepCtx{p: p, h: h, step: step, op: op, revert: true}
-	r.Revert(bg, rs, cause)
-	if rs.tx == nil || rs.tx.Empty() {
-		return
-	}
-	tx := rs.tx
-	err := h.CommitFailure(bg, cause, tx.Cmps(), tx.Ops(), func(rev int64) { p.Cfg.Apply(tx, rev) })
-	if err != nil {
-		// The queue still records the op's outcome; the undone node side
-		// stays undone and cluster verify reports what is left.
-		p.Log.Error("revert could not update the configuration", "job", h.JobID(), "err", err)
-	}
-}
-
-func acquireAll(ctx context.Context, m *locking.Manager, held *locking.Held, prio int, reqs []locking.Request) error {
-	if len(reqs) == 0 {
-		return nil
-	}
-	return m.Acquire(ctx, held, prio, reqs...)
-}
-
-// EncodeLocks renders held locks for the job record: "level:mode:name,name".
-func EncodeLocks(reqs []locking.Request) []string {
-	out := make([]string, 0, len(reqs))
-	for _, r := range reqs {
-		out = append(out, fmt.Sprintf("%s:%s:%s", r.Level, r.Mode, strings.Join(r.Names, ",")))
+func (b *boundLU) Steps() []engine.Step {
+	steps := b.lu.Steps()
+	out := make([]engine.Step, len(steps))
+	for i, st := range steps {
+		out[i] = engine.Step{Name: st.Name, Run: func(ctx context.Context, s *engine.StepCtx) error {
+			return st.Run(ctx, &StepCtx{StepCtx: s, p: b.p})
+		}}
 	}
 	return out
 }
 
-// DecodeLocks parses EncodeLocks's output.
-func DecodeLocks(recs []string) ([]locking.Request, error) {
-	var out []locking.Request
-	for _, s := range recs {
-		parts := strings.SplitN(s, ":", 3)
-		if len(parts) != 3 {
-			return nil, fmt.Errorf("bad lock record %q", s)
-		}
-		lv, err := locking.ParseLevel(parts[0])
-		if err != nil {
-			return nil, err
-		}
-		md, err := locking.ParseMode(parts[1])
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, locking.Request{Level: lv, Mode: md, Names: strings.Split(parts[2], ",")})
+func (b *boundLU) Result() any { return b.lu.Result() }
+
+// ResolveNames checks the uuids an opcode carries beside its names.
+func (b *boundLU) ResolveNames(op *opcodes.Op) error { return b.p.resolveUUIDs(op) }
+
+func (b *boundLU) ReleaseAfter(step int) []locking.Level {
+	if r, ok := b.lu.(Releaser); ok {
+		return r.ReleaseAfter(step)
 	}
-	return out, nil
-}
-
-// StepCtx is what a step works with.
-type StepCtx struct {
-	p        *Processor
-	h        *jobqueue.OpHandle
-	op       *opcodes.Op
-	step     int
-	seq      int
-	tx       *confdb.Tx
-	children [][]json.RawMessage
-	revert   bool
-}
-
-// Cfg is the configuration.
-func (s *StepCtx) Cfg() *confdb.DB { return s.p.Cfg }
-
-// Tx returns the step's configuration transaction, committed with the step.
-func (s *StepCtx) Tx() *confdb.Tx {
-	if s.tx == nil {
-		s.tx = s.p.Cfg.Begin()
-	}
-	return s.tx
-}
-
-// Op is the decoded opcode.
-func (s *StepCtx) Op() *opcodes.Op { return s.op }
-
-// Logf writes a message to the job log (durably).
-func (s *StepCtx) Logf(ctx context.Context, format string, args ...any) {
-	if err := s.h.Log(ctx, "message", fmt.Sprintf(format, args...)); err != nil {
-		s.p.Log.Warn("job log write failed", "job", s.h.JobID(), "err", err)
-	}
-}
-
-// LogEntry writes a typed log entry.
-func (s *StepCtx) LogEntry(ctx context.Context, typ string, msg any) error {
-	return s.h.Log(ctx, typ, msg)
-}
-
-// RPC calls a node with an operation id unique to this call within the job.
-func (s *StepCtx) RPC(ctx context.Context, node *config.Node, method string, args, reply any) error {
-	s.seq++
-	kind := "step"
-	if s.revert {
-		kind = "revert"
-	}
-	opID := fmt.Sprintf("job/%d/op/%d/%s/%d/%d", s.h.JobID(), s.h.OpIndex(), kind, s.step, s.seq)
-	if err := s.p.RPC.Call(ctx, node, method, opID, args, reply); err != nil {
-		return err
-	}
-	s.p.Failpoints.Hit(failpoint.RPCReturned)
 	return nil
 }
 
-// Submit adds child jobs, created in the step's transaction.
-func (s *StepCtx) Submit(job []json.RawMessage) { s.children = append(s.children, job) }
+func (b *boundLU) Revert(ctx context.Context, s *engine.StepCtx, failed error) {
+	if r, ok := b.lu.(Reverter); ok {
+		r.Revert(ctx, &StepCtx{StepCtx: s, p: b.p}, failed)
+	}
+}
+
+func (b *boundLU) UnsafeToRepeat(op *opcodes.Op, i int) string {
+	if u, ok := b.lu.(UnsafeSteps); ok {
+		return u.UnsafeToRepeat(op, i)
+	}
+	return ""
+}
+
+func (b *boundLU) MarshalJSON() ([]byte, error) { return json.Marshal(b.lu) }
+
+func (b *boundLU) UnmarshalJSON(data []byte) error { return json.Unmarshal(data, b.lu) }

@@ -8,23 +8,19 @@ import (
 	"strings"
 
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/engine"
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/opcodes"
 )
 
-// tagLU returns the unit of one of the tag opcodes, or nil for another opcode.
-func tagLU(id string) LU {
-	switch id {
-	case "OP_TAGS_GET":
-		return &tagsLU{mode: tagGet}
-	case "OP_TAGS_SET":
-		return &tagsLU{mode: tagSet}
-	case "OP_TAGS_DEL":
-		return &tagsLU{mode: tagDel}
-	case "OP_TAGS_SEARCH":
-		return &tagsSearchLU{}
+// tagUnits are the units of the tag opcodes.
+func (p *Processor) tagUnits() []engine.Op {
+	return []engine.Op{
+		p.unit("OP_TAGS_GET", func() LU { return &tagsLU{mode: tagGet} }),
+		p.unit("OP_TAGS_SET", func() LU { return &tagsLU{mode: tagSet} }),
+		p.unit("OP_TAGS_DEL", func() LU { return &tagsLU{mode: tagDel} }),
+		p.unit("OP_TAGS_SEARCH", func() LU { return &tagsSearchLU{} }),
 	}
-	return nil
 }
 
 type tagMode int

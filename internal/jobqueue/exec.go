@@ -333,7 +333,7 @@ func (q *Queue) registerSuspension(j *job, s *suspension) {
 	}
 	if s.Until != nil {
 		d := time.Until(s.Until.Time())
-		j.timer = time.AfterFunc(max(d, 0), func() { q.wake(j, s) })
+		j.timer = time.AfterFunc(max(d, 0), func() { q.wake(j, s, WokenByDeadline) })
 	}
 }
 
@@ -377,14 +377,14 @@ func (q *Queue) Notify(event string) {
 	}
 	q.mu.Unlock()
 	for _, w := range ws {
-		q.wake(w.j, w.s)
+		q.wake(w.j, w.s, WokenByEvent)
 	}
 }
 
 // wake ends suspension s of job j: the suspension is cleared in the store
-// (so a restart does not wait again for an event that already came), then
-// the job becomes ready.
-func (q *Queue) wake(j *job, s *suspension) {
+// (so a restart does not wait again for an event that already came) and
+// what woke it recorded, then the job becomes ready.
+func (q *Queue) wake(j *job, s *suspension, cause string) {
 	q.mu.Lock()
 	if q.stopping || j.susp != s {
 		q.mu.Unlock()
@@ -412,6 +412,7 @@ func (q *Queue) wake(j *job, s *suspension) {
 			return errNoChange
 		}
 		r.Ops[idx].Suspend = nil
+		r.Ops[idx].Woken = cause
 		return nil
 	})
 	if err != nil {

@@ -266,6 +266,7 @@ func (h *OpHandle) CommitStep(ctx context.Context, c StepCommit) (StepResult, er
 	op.Cursor, op.StepData = c.Next, c.Data
 	// The step that began is now committed: it is no longer in doubt.
 	op.Began = nil
+	op.Woken = ""
 	if c.Final {
 		if err := q.succeed(h.idx, c.Result)(next); err != nil {
 			return StepResult{}, err
@@ -342,6 +343,18 @@ func (h *OpHandle) CommitFailure(ctx context.Context, cause error, cmps []store.
 	return nil
 }
 
+// What ended an op's suspension (OpHandle.Woken).
+const (
+	WokenByEvent    = "event"
+	WokenByDeadline = "deadline"
+)
+
+// Woken says what ended the op's last suspension since its last step
+// commit: WokenByEvent, WokenByDeadline, or "" when it has not been
+// suspended since. A woken op runs its step again from the start; the
+// step learns here why.
+func (h *OpHandle) Woken() string { return h.op().Woken }
+
 // Suspend parks the op until the deadline (if not zero) or until
 // Notify(event) (if event is not empty), whichever comes first. It persists
 // the op as waiting with no locks and returns ErrSuspended, which RunOp
@@ -363,6 +376,7 @@ func (h *OpHandle) Suspend(ctx context.Context, until time.Time, event string) e
 		op.Status = StatusWaiting
 		op.Locks = nil
 		op.Suspend = s
+		op.Woken = ""
 		// Registered before the write so that no Notify can slip between
 		// the write and the registration; a wake waits for this write (it
 		// needs the job's write mutex) before it clears the suspension.

@@ -342,6 +342,7 @@ func finishOp(op *opRecord, st Status, result []byte, ts *Timestamp) {
 	op.End = ts
 	op.Locks = nil
 	op.Suspend = nil
+	op.Woken = ""
 	op.Kill = false
 }
 

@@ -145,6 +145,10 @@ type opRecord struct {
 	StepData json.RawMessage `json:"step_data,omitempty"`
 	Locks    []string        `json:"locks,omitempty"`
 	Suspend  *suspension     `json:"suspend,omitempty"`
+	// Woken says what ended the op's last suspension (WokenByEvent or
+	// WokenByDeadline), for the step that suspended and runs again; the
+	// next suspension or step commit clears it.
+	Woken string `json:"woken,omitempty"`
 	// Kill marks a cancel requested while the op was running: it ends at
 	// the op's next step boundary.
 	Kill bool `json:"kill,omitempty"`

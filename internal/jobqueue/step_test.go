@@ -132,6 +132,9 @@ func TestSuspendUntilDeadline(t *testing.T) {
 		if h.Resumed() {
 			return nil, fmt.Errorf("a woken op is not resumed")
 		}
+		if w := h.Woken(); w != WokenByDeadline {
+			return nil, fmt.Errorf("woken by %q, want the deadline", w)
+		}
 		if err := h.SetRunning(ctx); err != nil {
 			return nil, err
 		}
@@ -143,8 +146,8 @@ func TestSuspendUntilDeadline(t *testing.T) {
 	if n := runs.Load(); n != 2 {
 		t.Errorf("ran %d times", n)
 	}
-	if rec := storedRecord(t, e.st, e.q.jobKey(id)); rec.Ops[0].Suspend != nil {
-		t.Errorf("suspension left in the record: %+v", rec.Ops[0].Suspend)
+	if rec := storedRecord(t, e.st, e.q.jobKey(id)); rec.Ops[0].Suspend != nil || rec.Ops[0].Woken != "" {
+		t.Errorf("suspension left in the record: %+v, woken %q", rec.Ops[0].Suspend, rec.Ops[0].Woken)
 	}
 }
 
@@ -167,6 +170,9 @@ func TestSuspendUntilNotify(t *testing.T) {
 		}
 		if len(h.RecordedLocks()) != 0 {
 			return nil, fmt.Errorf("locks kept across suspension: %v", h.RecordedLocks())
+		}
+		if w := h.Woken(); w != WokenByEvent {
+			return nil, fmt.Errorf("woken by %q, want the event", w)
 		}
 		if err := h.SetRunning(ctx); err != nil {
 			return nil, err
@@ -225,7 +231,7 @@ func TestSuspensionSurvivesRestart(t *testing.T) {
 		if err := h.SetRunning(ctx); err != nil {
 			return nil, err
 		}
-		return "resumed", nil
+		return "resumed by " + h.Woken(), nil
 	}
 	e.runner.on("OP_PARK", park)
 	onEvent := e.submit(`{"OP_ID":"OP_PARK","event":"ev"}`)
@@ -239,11 +245,13 @@ func TestSuspensionSurvivesRestart(t *testing.T) {
 		t.Errorf("parked ops recovered: %+v", r)
 	}
 	e.waitStatus(onDeadline, StatusSuccess) // its deadline passes while parked
+	jsonEq(t, e.query(onDeadline, "opresult"), `[["resumed by deadline"]]`)
 	if st := e.query(onEvent, "status")[0]; st != "waiting" {
 		t.Errorf("event job woke without its event: %v", st)
 	}
 	e.q.Notify("ev")
 	e.waitStatus(onEvent, StatusSuccess)
+	jsonEq(t, e.query(onEvent, "opresult"), `[["resumed by event"]]`)
 }
 
 // TestFinalStepAndWritesPerJob checks the short write path of an op: waiting

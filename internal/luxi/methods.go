@@ -36,6 +36,9 @@ const (
 	// MethodQueryMetrics is Corral's own: corrald's metrics in Prometheus'
 	// text exposition format, for corral-rapi's /metrics.
 	MethodQueryMetrics = "QueryMetrics"
+	// MethodNotifyEvent is Corral's own: it delivers an event to the ops
+	// suspended on it (an agent called back, a machine booted).
+	MethodNotifyEvent = "NotifyEvent"
 )
 
 // WaitForJobChangeTimeout is the longest wait, in seconds, a server grants
@@ -333,6 +336,12 @@ func (c *Client) QueryMetrics(ctx context.Context) (string, error) {
 	var text string
 	err := c.Call(ctx, MethodQueryMetrics, nil, &text)
 	return text, err
+}
+
+// NotifyEvent wakes the ops suspended on event. The method is Corral's
+// own; Ganeti has none.
+func (c *Client) NotifyEvent(ctx context.Context, event string) error {
+	return c.Call(ctx, MethodNotifyEvent, []any{event}, nil)
 }
 
 // decodeJobID reads a job id: a JSON integer, or the numeric string old

@@ -23,6 +23,7 @@ import (
 	"github.com/corral/corral/internal/confdb"
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/election"
+	"github.com/corral/corral/internal/engine"
 	"github.com/corral/corral/internal/failpoint"
 	"github.com/corral/corral/internal/jobqueue"
 	"github.com/corral/corral/internal/layout"
@@ -34,7 +35,6 @@ import (
 	"github.com/corral/corral/internal/privsep"
 	"github.com/corral/corral/internal/query"
 	"github.com/corral/corral/internal/rpc"
-	"github.com/corral/corral/internal/seconds"
 	"github.com/corral/corral/internal/store"
 	"github.com/corral/corral/internal/store/boltstore"
 	"github.com/corral/corral/internal/storecfg"
@@ -144,7 +144,8 @@ type Daemon struct {
 	queue  *jobqueue.Queue
 	locks  *locking.Manager
 	rpc    *nodeRPC
-	proc   *cmdlib.Processor
+	proc   *cmdlib.Processor // what Ganeti's units share
+	engine *engine.Processor // runs every registered unit for the job queue
 	ca     *pki.CA
 	qInst  *query.Resource[*query.InstanceRow]
 	qNode  *query.Resource[*query.NodeRow]
@@ -254,17 +255,23 @@ func openOn(ctx context.Context, opts Options, st store.Store, term *election.Te
 	if err := d.grantEpoch(client, c.Epoch); err != nil {
 		return nil, err
 	}
-	d.rpc = &nodeRPC{client: client, cfg: d.cfg, term: term, metrics: d.metrics}
-	d.proc = cmdlib.NewProcessor(d.cfg, d.locks, d.rpc, opcodes.Default(), opts.Logger)
-	d.proc.Failpoints = opts.Failpoints
+	units := engine.NewRegistry(opcodes.Default())
+	d.rpc = &nodeRPC{client: client, cfg: d.cfg, term: term, metrics: d.metrics, timeouts: units}
+	d.proc = cmdlib.NewProcessor(d.cfg, d.rpc, opts.Logger)
+	d.proc.Register(units)
+	if err := units.Check(); err != nil {
+		return nil, fmt.Errorf("registering the logical units: %w", err)
+	}
 	secrets := domainSecrets{dir: opts.StateDir, st: st, ca: d.ca}
 	secrets.sync(ctx, d.log)
 	d.proc.Secrets = secrets
 	d.proc.Certs = &masterCerts{ca: d.ca, client: client, certPath: d.file(FileMasterCert), keyPath: d.file(FileMasterKey)}
-	tab := d.proc.Ops
-	var runner jobqueue.OpRunner = d.proc
+	d.engine = engine.NewProcessor(d.cfg, d.locks, d.rpc, units, opts.Logger)
+	d.engine.Failpoints = opts.Failpoints
+	tab := units.Table()
+	var runner jobqueue.OpRunner = d.engine
 	if term != nil {
-		runner = termRunner{OpRunner: d.proc, term: term}
+		runner = termRunner{OpRunner: d.engine, term: term}
 	}
 	d.queue, err = jobqueue.New(jobqueue.Options{
 		Store:   st,
@@ -287,6 +294,7 @@ func openOn(ctx context.Context, opts Options, st store.Store, term *election.Te
 	if err != nil {
 		return nil, err
 	}
+	d.engine.Wake = d.queue.Notify
 	if term != nil {
 		// Tell every node the new epoch before any job resumes: a node that
 		// has seen it refuses the deposed master's calls, so the window
@@ -545,6 +553,9 @@ type nodeRPC struct {
 	term   *election.Term // nil: no election
 	// metrics records each call's latency (nil: not recorded).
 	metrics *daemonMetrics
+	// timeouts holds the timeouts of calls that wait on purpose (nil:
+	// every call gets the RPC client's default).
+	timeouts *engine.Registry
 }
 
 func (r *nodeRPC) Call(ctx context.Context, n *config.Node, method, opID string, args, reply any) error {
@@ -559,28 +570,18 @@ func (r *nodeRPC) Call(ctx context.Context, n *config.Node, method, opID string,
 	}
 	addr := net.JoinHostPort(n.PrimaryIP, strconv.Itoa(r.cfg.Cluster().RPCPort))
 	start := time.Now()
-	err := r.client.CallTimeout(ctx, callTimeout(args), n.Name, addr, method, opID, args, reply)
+	err := r.client.CallTimeout(ctx, r.callTimeout(args), n.Name, addr, method, opID, args, reply)
 	r.metrics.nodeRPC(method, start, err)
 	return err
 }
 
-// callTimeout gives calls that wait on purpose (a guest's clean shutdown, an
-// OS install, a test delay) room beyond their own timeout.
-func callTimeout(args any) time.Duration {
-	const slack = 30 * time.Second
-	switch a := args.(type) {
-	case nodeapi.ShutdownArgs:
-		t := seconds.Int(int64(a.Timeout))
-		if t <= 0 {
-			t = 2 * time.Minute
+// callTimeout is the registered timeout of a node call (calls that wait
+// on purpose), else the RPC client's default.
+func (r *nodeRPC) callTimeout(args any) time.Duration {
+	if r.timeouts != nil {
+		if t, ok := r.timeouts.CallTimeout(args); ok {
+			return t
 		}
-		return t + slack
-	case nodeapi.RebootArgs:
-		return seconds.Int(int64(a.Timeout)) + 2*slack
-	case nodeapi.OSCreateArgs, nodeapi.OSRenameArgs:
-		return 30*time.Minute + slack
-	case nodeapi.DelayArgs:
-		return seconds.Duration(a.Duration) + slack
 	}
 	return rpc.DefaultTimeout
 }

@@ -135,7 +135,7 @@ func (h *luxiHandler) waitForJobChange(ctx context.Context, args []json.RawMessa
 	if logs == nil {
 		logs = [][]any{}
 	}
-	redactJobRows(h.d.proc.Ops, fields, [][]any{info})
+	redactJobRows(h.d.engine.Ops(), fields, [][]any{info})
 	reply := []any{info, logs}
 	if b, err := appendJSON(make([]byte, 0, 256), reply); err == nil {
 		return json.RawMessage(b), nil

@@ -45,6 +45,7 @@ var luxiMethods = map[string]luxiMethod{
 	"DebugLocks":                       (*luxiHandler).luxiDebugLocks,
 	"QueryStats":                       (*luxiHandler).luxiQueryStats,
 	luxi.MethodQueryMetrics:            (*luxiHandler).luxiQueryMetrics,
+	luxi.MethodNotifyEvent:             (*luxiHandler).luxiNotifyEvent,
 	luxi.MethodPairRedeem:              (*luxiHandler).luxiPairRedeem,
 	"MasterFailover":                   (*luxiHandler).luxiMasterFailover,
 }
@@ -121,7 +122,7 @@ func (h *luxiHandler) luxiChangeJobPriority(ctx context.Context, args []json.Raw
 		// An op blocked on its locks is queued in the lock manager at
 		// the priority it started with: move it too, or the change
 		// would show in the job but not decide who gets the lock.
-		// cmdlib names lock owners "job ID/op N OP_ID".
+		// The engine names lock owners "job ID/op N OP_ID".
 		owner := fmt.Sprintf("job %d/", id)
 		if _, err := d.locks.SetWaitPriority(func(o string) bool { return strings.HasPrefix(o, owner) }, prio); err != nil {
 			return nil, err
@@ -183,7 +184,7 @@ func (h *luxiHandler) luxiQueryJobs(ctx context.Context, args []json.RawMessage)
 	if err != nil {
 		return nil, err
 	}
-	redactJobRows(h.d.proc.Ops, fields, rows)
+	redactJobRows(h.d.engine.Ops(), fields, rows)
 	return rows, nil
 }
 
@@ -280,6 +281,15 @@ func (h *luxiHandler) luxiSetDrainFlag(ctx context.Context, args []json.RawMessa
 		return nil, err
 	}
 	return true, q.SetDrained(ctx, flag)
+}
+
+// luxiNotifyEvent delivers an event to the ops suspended on it.
+func (h *luxiHandler) luxiNotifyEvent(ctx context.Context, args []json.RawMessage) (any, error) {
+	event, err := arg[string](args, 0, "event")
+	if err != nil {
+		return nil, err
+	}
+	return nil, h.d.engine.Notify(event)
 }
 
 func (h *luxiHandler) luxiSetWatcherPause(ctx context.Context, args []json.RawMessage) (any, error) {

@@ -25,7 +25,8 @@ type daemonMetrics struct {
 // jobBuckets span a no-op job to a long OS install, in seconds.
 var jobBuckets = []float64{.01, .05, .1, .5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600}
 
-// rpcBuckets span a local call to the longest waits callTimeout allows.
+// rpcBuckets span a local call to the longest waits the registered call
+// timeouts allow.
 var rpcBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}
 
 // jobStatuses are every job status, so that each has a series from the

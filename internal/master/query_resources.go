@@ -192,7 +192,7 @@ func (d *Daemon) jobRows(ctx context.Context, need []string) ([]query.JobRow, er
 	if err != nil {
 		return nil, err
 	}
-	redactJobRows(d.proc.Ops, fields, vals)
+	redactJobRows(d.engine.Ops(), fields, vals)
 	rows := make([]query.JobRow, 0, len(vals))
 	for _, v := range vals {
 		if v == nil {

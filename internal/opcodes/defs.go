@@ -35,6 +35,9 @@ func coreDefs() []Def {
 			// Corral only: no production step is unsafe to repeat, so this
 			// is how the handling of an interrupted unsafe step is tested.
 			{Name: "unsafe_to_repeat", Type: TBool, Default: false, Doc: "declare the delay step unsafe to repeat (Corral only, for testing): a master restart while it runs fails the op instead of sleeping again"},
+			// Corral only: the way to test a step that suspends until an
+			// event, across master restarts.
+			{Name: "wake_event", Type: TString, Default: "", Doc: "wait suspended, holding no lock, until this event is delivered (LUXI NotifyEvent) or duration passes, instead of sleeping (Corral only, for testing)"},
 		}},
 		{ID: "OP_CLUSTER_VERIFY", Doc: "verify the cluster", Params: []Param{
 			{Name: "group_name", Type: TMaybeString, Default: nil},
