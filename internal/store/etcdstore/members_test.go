@@ -73,7 +73,7 @@ func TestMemberLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Stop() })
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		err := s.PromoteMember(ctx, id)
 		if err == nil {
