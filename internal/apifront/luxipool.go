@@ -33,7 +33,7 @@ type LuxiPool struct {
 	dial    func(ctx context.Context, path string) (*luxi.Client, error)
 
 	mu     sync.Mutex
-	cur    int           // index in sockets of the one dialed first
+	cur    int            // index in sockets of the one dialed first
 	idle   []*luxi.Client // most recently used last; all on sockets[cur]
 	closed bool
 }
