@@ -119,8 +119,8 @@ func (h *Handler) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, errf(http.StatusNotImplemented, "Method %s is unsupported for path %s", r.Method, MetricsPath))
 		return
 	}
-	if _, ok := h.credentials(r.Header.Get("Authorization")); !ok {
-		w.Header().Set("WWW-Authenticate", `Basic realm="`+Realm+`"`)
+	if _, ok := h.auth.Authenticate(r); !ok {
+		h.challenge(w)
 		h.writeError(w, &httpError{code: http.StatusUnauthorized})
 		return
 	}
