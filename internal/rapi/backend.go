@@ -56,6 +56,14 @@ type LuxiBackend struct {
 // backendDownError marks a failure to reach corrald (502, as Ganeti).
 type backendDownError = apifront.BackendDownError
 
+// NewLuxiBackend returns the Backend over an existing pool (the API
+// front's, shared with its other APIs).
+func NewLuxiBackend(p *apifront.LuxiPool) *LuxiBackend {
+	b := &LuxiBackend{p: p}
+	b.once.Do(func() {})
+	return b
+}
+
 func (b *LuxiBackend) pool() *apifront.LuxiPool {
 	b.once.Do(func() {
 		sockets := append([]string{b.Socket}, b.Sockets...)
