@@ -45,12 +45,12 @@ type Handler struct {
 	auth        apifront.Authenticator
 	users       *apifront.UsersFileAuth // nil when Config.Auth is set
 	requireAuth bool
-	slots       chan struct{}
+	limit       *apifront.Limiter
 	log         *slog.Logger
 	now         func() time.Time
 	routes      []route
 	ops         *opcodes.Table
-	metrics     *rapiMetrics
+	metrics     *apifront.RequestMetrics
 }
 
 // NewHandler builds a Handler.
@@ -62,9 +62,7 @@ func NewHandler(cfg Config) *Handler {
 	if h.now == nil {
 		h.now = time.Now
 	}
-	if cfg.MaxClients > 0 {
-		h.slots = make(chan struct{}, cfg.MaxClients)
-	}
+	h.limit = apifront.NewLimiter(cfg.MaxClients)
 	h.auth = cfg.Auth
 	if h.auth == nil {
 		h.users = apifront.NewUsersFileAuth(Realm, cfg.Users)
@@ -72,7 +70,7 @@ func NewHandler(cfg Config) *Handler {
 	}
 	h.routes = h.buildRoutes()
 	h.ops = opcodes.Default()
-	h.metrics = newRAPIMetrics()
+	h.metrics = apifront.NewRequestMetrics("rapi", "RAPI")
 	return h
 }
 
@@ -146,15 +144,12 @@ var explain = map[int]string{
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w, done := h.instrument(w, r)
 	defer done()
-	if h.slots != nil {
-		select {
-		case h.slots <- struct{}{}:
-			defer func() { <-h.slots }()
-		default:
-			h.writeError(w, errf(http.StatusServiceUnavailable, "Too many concurrent requests"))
-			return
-		}
+	release, ok := h.limit.Acquire()
+	if !ok {
+		h.writeError(w, errf(http.StatusServiceUnavailable, "Too many concurrent requests"))
+		return
 	}
+	defer release()
 	if r.URL.EscapedPath() == MetricsPath {
 		h.serveMetrics(w, r)
 		return
