@@ -93,7 +93,11 @@ func BasicCredentials(hdr string) (name, password string, ok bool) {
 	if err != nil {
 		return "", "", false
 	}
-	return strings.Cut(string(raw), ":")
+	name, password, ok = strings.Cut(string(raw), ":")
+	if !ok {
+		return "", "", false
+	}
+	return name, password, true
 }
 
 // NoAuth is OpenStack's "noauth" strategy: every request is taken to come

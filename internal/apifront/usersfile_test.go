@@ -172,3 +172,25 @@ func TestNoAuth(t *testing.T) {
 		t.Errorf("NoAuth gave %v %v", id, ok)
 	}
 }
+
+func FuzzBasicCredentials(f *testing.F) {
+	for _, s := range []string{"Basic YWRtaW46czNjcmV0", "basic  YTpi ", "Bearer x", "Basic", "Basic !!", "Basic Og=="} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, hdr string) {
+		name, pw, ok := BasicCredentials(hdr)
+		if !ok {
+			if name != "" || pw != "" {
+				t.Errorf("%q refused but gave %q %q", hdr, name, pw)
+			}
+			return
+		}
+		if strings.Contains(name, ":") {
+			t.Errorf("%q: user name %q holds the separator", hdr, name)
+		}
+		again := "Basic " + base64.StdEncoding.EncodeToString([]byte(name+":"+pw))
+		if n2, p2, ok := BasicCredentials(again); !ok || n2 != name || p2 != pw {
+			t.Errorf("%q: %q %q does not survive re-encoding: %q %q %v", hdr, name, pw, n2, p2, ok)
+		}
+	})
+}
