@@ -70,7 +70,7 @@ func run(args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 
-	pool := apifront.NewLuxiPool(sockets, apifront.PoolOptions{})
+	pool := apifront.NewLuxiPool(sockets, apifront.PoolOptions{Log: log})
 	defer pool.Close()
 	env := apifront.Env{LUXI: pool, Log: log}
 	services := make([]*apifront.Service, len(apis))

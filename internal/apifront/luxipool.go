@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"syscall"
 
@@ -31,6 +32,7 @@ type LuxiPool struct {
 	sockets []string
 	maxIdle int
 	dial    func(ctx context.Context, path string) (*luxi.Client, error)
+	log     *slog.Logger
 
 	mu     sync.Mutex
 	cur    int            // index in sockets of the one dialed first
@@ -45,11 +47,17 @@ type PoolOptions struct {
 	MaxIdle int
 	// Dial replaces luxi.Dial (tests count connections with it).
 	Dial func(ctx context.Context, path string) (*luxi.Client, error)
+	// Log receives a warning when the pool moves to another socket; nil:
+	// not logged.
+	Log *slog.Logger
 }
 
 // NewLuxiPool returns a pool over sockets, tried in order.
 func NewLuxiPool(sockets []string, o PoolOptions) *LuxiPool {
-	p := &LuxiPool{sockets: append([]string(nil), sockets...), maxIdle: o.MaxIdle, dial: o.Dial}
+	p := &LuxiPool{sockets: append([]string(nil), sockets...), maxIdle: o.MaxIdle, dial: o.Dial, log: o.Log}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
 	if p.maxIdle == 0 {
 		p.maxIdle = DefaultMaxIdle
 	}
@@ -155,6 +163,8 @@ func (p *LuxiPool) connect(ctx context.Context) (*luxi.Client, int, error) {
 		c, err := p.dial(ctx, p.sockets[i])
 		if err == nil {
 			if i != start {
+				p.log.Warn("LUXI socket unreachable, moving to the next master candidate's",
+					"from", p.sockets[start], "to", p.sockets[i], "err", errors.Join(errs...))
 				p.moveTo(i)
 			}
 			return c, i, nil

@@ -1,12 +1,15 @@
 package apifront
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -72,10 +75,11 @@ func TestLuxiPoolFollowsFailover(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	a, b := startCandidate(t, dir, "a"), startCandidate(t, dir, "b")
 	var dials atomic.Int64
+	var logged syncBuffer
 	p := NewLuxiPool([]string{a.path, b.path}, PoolOptions{Dial: func(ctx context.Context, path string) (*luxi.Client, error) {
 		dials.Add(1)
 		return luxi.Dial(ctx, path)
-	}})
+	}, Log: slog.New(slog.NewTextHandler(&logged, nil))})
 	defer p.Close()
 	for range 3 {
 		if got := clusterName(t, p); got != "a" {
@@ -94,6 +98,9 @@ func TestLuxiPoolFollowsFailover(t *testing.T) {
 	}
 	if n := p.IdleConns(); n != 1 {
 		t.Errorf("%d idle connections, want the one to b", n)
+	}
+	if msg := logged.String(); !strings.Contains(msg, "moving to the next master candidate") || !strings.Contains(msg, "to="+b.path) {
+		t.Errorf("the move was not logged with its target: %q", msg)
 	}
 	// The first candidate back: the pool stays where it is (b relays too).
 	a2 := startCandidate(t, dir, "a")
@@ -116,6 +123,24 @@ func TestLuxiPoolFollowsFailover(t *testing.T) {
 			t.Errorf("error %q does not name %s", err, path)
 		}
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func TestLuxiPoolWithoutSockets(t *testing.T) {
