@@ -2,10 +2,9 @@ package rapi
 
 import (
 	"context"
-	"errors"
 	"sync"
-	"syscall"
 
+	"github.com/corral/corral/internal/apifront"
 	"github.com/corral/corral/internal/luxi"
 )
 
@@ -28,21 +27,21 @@ type Backend interface {
 }
 
 // DefaultMaxIdle is how many idle LUXI connections a LuxiBackend keeps by
-// default: enough for corral-rapi's default of 20 concurrent requests to
-// mostly find one, few enough to be nothing for corrald.
-const DefaultMaxIdle = 16
+// default (apifront.DefaultMaxIdle).
+const DefaultMaxIdle = apifront.DefaultMaxIdle
 
-// LuxiBackend is the Backend over corrald's LUXI socket. A luxi.Client
-// serialises its calls, so a connection is never shared by two requests:
-// each call takes an idle connection (or dials one), has it to itself for
-// the whole call, long polls included, and gives it back afterwards. Dialing
-// per call used to cost a connect and an accept on both sides for every
-// request; reuse leaves only the exchange itself.
+// LuxiBackend is the Backend over corrald's LUXI socket, through the API
+// front's pool of persistent connections (apifront.LuxiPool: a connection
+// per call in progress, reused afterwards, following a master failover
+// over Sockets).
 //
 // The zero value (with Socket set) is ready to use; Close releases the idle
 // connections.
 type LuxiBackend struct {
 	Socket string
+	// Sockets are further master candidates' sockets, tried in order when
+	// the one in use cannot be dialed.
+	Sockets []string
 	// MaxIdle bounds the idle connections kept; 0 means DefaultMaxIdle and
 	// a negative value keeps none (a connection per call).
 	MaxIdle int
@@ -50,154 +49,41 @@ type LuxiBackend struct {
 	// dial replaces luxi.Dial in tests, which count connections.
 	dial func(ctx context.Context, path string) (*luxi.Client, error)
 
-	mu     sync.Mutex
-	idle   []*luxi.Client // most recently used last
-	closed bool
+	once sync.Once
+	p    *apifront.LuxiPool
 }
 
 // backendDownError marks a failure to reach corrald (502, as Ganeti).
-type backendDownError struct{ err error }
+type backendDownError = apifront.BackendDownError
 
-func (e *backendDownError) Error() string { return e.err.Error() }
-func (e *backendDownError) Unwrap() error { return e.err }
+// NewLuxiBackend returns the Backend over an existing pool (the API
+// front's, shared with its other APIs).
+func NewLuxiBackend(p *apifront.LuxiPool) *LuxiBackend {
+	b := &LuxiBackend{p: p}
+	b.once.Do(func() {})
+	return b
+}
+
+func (b *LuxiBackend) pool() *apifront.LuxiPool {
+	b.once.Do(func() {
+		sockets := append([]string{b.Socket}, b.Sockets...)
+		if b.Socket == "" {
+			sockets = b.Sockets
+		}
+		b.p = apifront.NewLuxiPool(sockets, apifront.PoolOptions{MaxIdle: b.MaxIdle, Dial: b.dial})
+	})
+	return b.p
+}
 
 // Close closes the idle connections; connections in use are closed when
 // their call ends. Calls after Close still work, without reuse.
-func (b *LuxiBackend) Close() error {
-	b.mu.Lock()
-	idle := b.idle
-	b.idle, b.closed = nil, true
-	b.mu.Unlock()
-	for _, c := range idle {
-		c.Close()
-	}
-	return nil
-}
+func (b *LuxiBackend) Close() error { return b.pool().Close() }
 
 // IdleConns returns the number of idle connections kept.
-func (b *LuxiBackend) IdleConns() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.idle)
-}
+func (b *LuxiBackend) IdleConns() int { return b.pool().IdleConns() }
 
-func (b *LuxiBackend) maxIdle() int {
-	if b.MaxIdle == 0 {
-		return DefaultMaxIdle
-	}
-	return max(b.MaxIdle, 0)
-}
-
-// take returns the most recently used idle connection, or nil.
-func (b *LuxiBackend) take() *luxi.Client {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := len(b.idle)
-	if n == 0 {
-		return nil
-	}
-	c := b.idle[n-1]
-	b.idle[n-1] = nil
-	b.idle = b.idle[:n-1]
-	return c
-}
-
-// give returns a healthy connection to the pool, or closes it when the pool
-// is full or closed.
-func (b *LuxiBackend) give(c *luxi.Client) {
-	b.mu.Lock()
-	if !b.closed && len(b.idle) < b.maxIdle() {
-		b.idle = append(b.idle, c)
-		c = nil
-	}
-	b.mu.Unlock()
-	if c != nil {
-		c.Close()
-	}
-}
-
-// flush closes every idle connection. One idle connection found dead means
-// corrald closed it, almost always because it restarted, and then all the
-// others are dead too: better one fresh dial each than a failed try each.
-func (b *LuxiBackend) flush() {
-	b.mu.Lock()
-	idle := b.idle
-	b.idle = nil
-	b.mu.Unlock()
-	for _, c := range idle {
-		c.Close()
-	}
-}
-
-func (b *LuxiBackend) connect(ctx context.Context) (*luxi.Client, error) {
-	dial := b.dial
-	if dial == nil {
-		dial = luxi.Dial
-	}
-	c, err := dial(ctx, b.Socket)
-	if err != nil {
-		return nil, &backendDownError{err}
-	}
-	return c, nil
-}
-
-// with runs f on a connection of its own. A pooled connection that turns
-// out to be dead before corrald could read f's request (see unsent) is
-// replaced by a fresh one and f runs once more; that is safe for every
-// method, job submission included, as corrald never saw the request. Any
-// failure after corrald may have read the request is returned as it is: a
-// SubmitJob retried then could queue the job twice.
 func (b *LuxiBackend) with(ctx context.Context, f func(*luxi.Client) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c := b.take()
-	pooled := c != nil
-	for {
-		if c == nil {
-			var err error
-			if c, err = b.connect(ctx); err != nil {
-				return err
-			}
-		}
-		err := f(c)
-		if reusable(ctx, err) {
-			b.give(c)
-			return err
-		}
-		c.Close()
-		if err == nil || !pooled || !unsent(err) {
-			return err
-		}
-		b.flush()
-		c, pooled = nil, false
-	}
-}
-
-// reusable tells whether a connection can serve another call after one that
-// ended with err: only after a success. An error answer leaves the stream in
-// step, but it may come from a corrald that is not (or no longer) the one
-// that should answer, a standby during a failover say, and a fresh
-// connection then reaches whoever serves now; errors are rare enough that
-// the dial costs nothing that matters. A failed exchange or a cancelled call
-// leaves the stream out of step anyway.
-func reusable(ctx context.Context, err error) bool {
-	// After ctx ended, the client may have moved the socket deadline or
-	// abandoned the stream, even if the reply made it.
-	return err == nil && ctx.Err() == nil
-}
-
-// unsent tells whether err proves that corrald did not act on the request,
-// from how Linux unix stream sockets report a closed peer:
-//   - the client was already broken before writing (ErrClientClosed);
-//   - EPIPE: the write found the peer closed, so it took no bytes;
-//   - ECONNRESET: the peer closed with bytes of ours still unread. The
-//     connection was idle before this call, so those bytes are this
-//     request's, and they include its end marker (the last byte written),
-//     which corrald must read before it acts. Had corrald read the whole
-//     request and then gone away, the read would end with EOF instead.
-func unsent(err error) bool {
-	return errors.Is(err, luxi.ErrClientClosed) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+	return b.pool().Do(ctx, f)
 }
 
 func (b *LuxiBackend) QueryClusterInfo(ctx context.Context) (info map[string]any, err error) {

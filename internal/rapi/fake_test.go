@@ -66,7 +66,7 @@ func newFakeBackend() *fakeBackend {
 
 func (f *fakeBackend) check() error {
 	if f.down {
-		return &backendDownError{fmt.Errorf("dial unix /nonexistent: connect: no such file")}
+		return &backendDownError{Err: fmt.Errorf("dial unix /nonexistent: connect: no such file")}
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ package rapi
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,9 +15,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
+	"github.com/corral/corral/internal/apifront"
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/opcodes"
 )
@@ -28,10 +27,13 @@ const MaxBodyBytes = 10 << 20
 
 // Config configures a Handler.
 type Config struct {
-	Backend     Backend
-	Users       *Users // nil: no users (only anonymous GETs succeed)
-	RequireAuth bool   // every request needs valid credentials
-	MaxClients  int    // concurrent requests served; 0: unlimited
+	Backend Backend
+	Users   *Users // nil: no users (only anonymous GETs succeed)
+	// Auth replaces Users with another authentication provider; the
+	// identity's roles are then the access options.
+	Auth        apifront.Authenticator
+	RequireAuth bool // every request needs valid credentials
+	MaxClients  int  // concurrent requests served; 0: unlimited
 	Log         *slog.Logger
 	// Now is the clock used for reason-trail timestamps; nil: time.Now.
 	Now func() time.Time
@@ -40,14 +42,15 @@ type Config struct {
 // Handler is the RAPI v2 http.Handler.
 type Handler struct {
 	be          Backend
-	users       atomic.Pointer[Users]
+	auth        apifront.Authenticator
+	users       *apifront.UsersFileAuth // nil when Config.Auth is set
 	requireAuth bool
-	slots       chan struct{}
+	limit       *apifront.Limiter
 	log         *slog.Logger
 	now         func() time.Time
 	routes      []route
 	ops         *opcodes.Table
-	metrics     *rapiMetrics
+	metrics     *apifront.RequestMetrics
 }
 
 // NewHandler builds a Handler.
@@ -59,22 +62,24 @@ func NewHandler(cfg Config) *Handler {
 	if h.now == nil {
 		h.now = time.Now
 	}
-	if cfg.MaxClients > 0 {
-		h.slots = make(chan struct{}, cfg.MaxClients)
+	h.limit = apifront.NewLimiter(cfg.MaxClients)
+	h.auth = cfg.Auth
+	if h.auth == nil {
+		h.users = apifront.NewUsersFileAuth(Realm, cfg.Users)
+		h.auth = h.users
 	}
-	h.SetUsers(cfg.Users)
 	h.routes = h.buildRoutes()
 	h.ops = opcodes.Default()
-	h.metrics = newRAPIMetrics()
+	h.metrics = apifront.NewRequestMetrics("rapi", "RAPI")
 	return h
 }
 
-// SetUsers replaces the users (a reload); requests in flight keep the old set.
+// SetUsers replaces the users (a reload); requests in flight keep the old
+// set. It does nothing when the handler has another provider (Config.Auth).
 func (h *Handler) SetUsers(u *Users) {
-	if u == nil {
-		u = ParseUsers(nil)
+	if h.users != nil {
+		h.users.Set(u)
 	}
-	h.users.Store(u)
 }
 
 // request is what a resource function sees.
@@ -139,15 +144,12 @@ var explain = map[int]string{
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w, done := h.instrument(w, r)
 	defer done()
-	if h.slots != nil {
-		select {
-		case h.slots <- struct{}{}:
-			defer func() { <-h.slots }()
-		default:
-			h.writeError(w, errf(http.StatusServiceUnavailable, "Too many concurrent requests"))
-			return
-		}
+	release, ok := h.limit.Acquire()
+	if !ok {
+		h.writeError(w, errf(http.StatusServiceUnavailable, "Too many concurrent requests"))
+		return
 	}
+	defer release()
 	if r.URL.EscapedPath() == MetricsPath {
 		h.serveMetrics(w, r)
 		return
@@ -252,14 +254,14 @@ func validDigits(s string) bool {
 // authorize applies Ganeti's decision: credentials are checked when
 // required or when sent anyway; a valid user needs an option in access.
 // It returns the authenticated user, nil for an anonymous read.
-func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, access []string) (*User, error) {
+func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, access []string) (*apifront.Identity, error) {
 	hdr := r.Header.Get("Authorization")
 	if !h.requireAuth && len(access) == 0 && hdr == "" {
 		return nil, nil
 	}
-	user, ok := h.credentials(hdr)
+	user, ok := h.auth.Authenticate(r)
 	if !ok {
-		w.Header().Set("WWW-Authenticate", `Basic realm="`+Realm+`"`)
+		h.challenge(w)
 		return nil, &httpError{code: http.StatusUnauthorized}
 	}
 	if !user.Allowed(access) {
@@ -268,20 +270,11 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, access []str
 	return user, nil
 }
 
-func (h *Handler) credentials(hdr string) (*User, bool) {
-	scheme, val, ok := strings.Cut(hdr, " ")
-	if !ok || !strings.EqualFold(scheme, "basic") {
-		return nil, false
+// challenge asks for credentials on a 401, as the provider says.
+func (h *Handler) challenge(w http.ResponseWriter) {
+	if c := h.auth.Challenge(); c != "" {
+		w.Header().Set("WWW-Authenticate", c)
 	}
-	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(val))
-	if err != nil {
-		return nil, false
-	}
-	name, pw, ok := strings.Cut(string(raw), ":")
-	if !ok {
-		return nil, false
-	}
-	return h.users.Load().Authenticate(name, pw)
 }
 
 // parseQuery follows Python's parse_qs: repeated keys kept, empty values

@@ -267,11 +267,14 @@ func TestBackendErrors(t *testing.T) {
 
 func TestMaxClients(t *testing.T) {
 	h := NewHandler(Config{Backend: newFakeBackend(), MaxClients: 1})
-	h.slots <- struct{}{} // one request in flight
+	release, ok := h.limit.Acquire() // one request in flight
+	if !ok {
+		t.Fatal("no slot free")
+	}
 	if rec := do(t, h, "GET", "/version", "", nil); rec.Code != 503 {
 		t.Errorf("over the limit: %d", rec.Code)
 	}
-	<-h.slots
+	release()
 	if rec := do(t, h, "GET", "/version", "", nil); rec.Code != 200 {
 		t.Errorf("under the limit: %d", rec.Code)
 	}

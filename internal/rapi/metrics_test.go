@@ -114,11 +114,14 @@ func TestMetricsCountsRejections(t *testing.T) {
 		t.Fatalf("code %d", rec.Code)
 	}
 	// Hold the only slot, so the next request is refused.
-	h.slots <- struct{}{}
+	release, ok := h.limit.Acquire()
+	if !ok {
+		t.Fatal("no slot free")
+	}
 	if rec := do(t, h, http.MethodGet, "/2/info", "", asAdmin); rec.Code != http.StatusServiceUnavailable {
 		t.Fatalf("code %d, want 503", rec.Code)
 	}
-	<-h.slots
+	release()
 	fams, _ := scrape(t, h, asAdmin)
 	if got, _ := fams.Value("corral_rapi_requests_total", "route", "/2/info", "code", "503"); got != 1 {
 		t.Errorf("503s counted = %v, want 1", got)

@@ -1,4 +1,4 @@
-package main
+package apifront
 
 import (
 	"crypto/tls"

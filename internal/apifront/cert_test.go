@@ -1,4 +1,4 @@
-package main
+package apifront
 
 import (
 	"os"
@@ -15,7 +15,7 @@ func writePair(t *testing.T, ca *pki.CA, name, certPath, keyPath string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	certPEM, err := ca.Issue(pki.IssueRequest{CommonName: name, Role: pki.RoleRAPI, PublicKey: key.Public()})
+	certPEM, err := ca.Issue(pki.IssueRequest{CommonName: name, Role: pki.RoleRAPI, DNSNames: []string{name}, PublicKey: key.Public()})
 	if err != nil {
 		t.Fatal(err)
 	}
