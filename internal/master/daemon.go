@@ -34,6 +34,7 @@ import (
 	"github.com/corral/corral/internal/pki"
 	"github.com/corral/corral/internal/privsep"
 	"github.com/corral/corral/internal/query"
+	"github.com/corral/corral/internal/reconcile"
 	"github.com/corral/corral/internal/rpc"
 	"github.com/corral/corral/internal/store"
 	"github.com/corral/corral/internal/store/boltstore"
@@ -150,7 +151,8 @@ type Daemon struct {
 	qInst  *query.Resource[*query.InstanceRow]
 	qNode  *query.Resource[*query.NodeRow]
 	qGroup *query.Resource[*query.GroupRow]
-	watch  *watcher
+	// reconcilers are corrald's periodic reconcilers (reconcilers.go).
+	reconcilers *reconcile.Registry
 	// metrics is served through QueryMetrics (see metrics.go).
 	metrics *daemonMetrics
 	// term is the master term this corrald holds (nil on bbolt: no
@@ -305,7 +307,9 @@ func openOn(ctx context.Context, opts Options, st store.Store, term *election.Te
 	if err := d.queue.Start(ctx); err != nil {
 		return nil, fmt.Errorf("recovering the job queue: %w", err)
 	}
-	d.watch = newWatcher(d)
+	if d.reconcilers, err = d.newReconcilers(); err != nil {
+		return nil, err
+	}
 	ok = true
 	return d, nil
 }
@@ -404,7 +408,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		bg.Add(1)
 		go func() {
 			defer bg.Done()
-			d.watch.run(ctx, d.opts.WatcherInterval)
+			d.reconcilers.Run(ctx)
 		}()
 	}
 	maxConns, adminConns := srv.MaxConns()

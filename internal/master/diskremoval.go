@@ -16,11 +16,13 @@ import (
 // when its node left the cluster; an offline or still unreachable node
 // keeps it for the next round. Their instances are gone from the
 // configuration and their uuids are never reused, so no lock is needed.
-func (d *Daemon) removeLeftDisks(ctx context.Context) {
+// It is the left-disk-removal reconciler; a disk still left is reported in
+// its node's status, not as the round's error.
+func (d *Daemon) removeLeftDisks(ctx context.Context) error {
 	pending, err := d.cfg.DiskRemovals(ctx)
 	if err != nil {
 		d.log.Warn("watcher: cannot read the pending disk removals", "err", err)
-		return
+		return fmt.Errorf("reading the pending disk removals: %w", err)
 	}
 	left := map[string]int{}       // node uuid -> disks still on it
 	lastErr := map[string]string{} // node uuid -> why the last one is
@@ -35,6 +37,7 @@ func (d *Daemon) removeLeftDisks(ctx context.Context) {
 	for _, n := range d.cfg.Nodes() {
 		d.updateNodeStatus(ctx, n, disksLeftStatus(n, left[n.UUID], lastErr[n.UUID]))
 	}
+	return nil
 }
 
 // Condition DisksLeft of a node's status: disks of instances removed from

@@ -18,11 +18,12 @@ const DefaultPendingImportTimeout = 10 * time.Minute
 // sweepImports aborts, on every online node, the imports that have waited
 // longer than the limit without receiving anything. The job that follows
 // such an import then fails, and its revert removes the half-created
-// instance and its disks.
-func (d *Daemon) sweepImports(ctx context.Context) {
+// instance and its disks. It is the pending-import-sweep reconciler; a
+// node it cannot ask is tried again next round.
+func (d *Daemon) sweepImports(ctx context.Context) error {
 	limit := d.opts.PendingImportTimeout
 	if limit < 0 {
-		return
+		return nil
 	}
 	if limit == 0 {
 		limit = DefaultPendingImportTimeout
@@ -48,4 +49,5 @@ func (d *Daemon) sweepImports(ctx context.Context) {
 				"waited", seconds.Duration(st.Age).Round(time.Second), "limit", limit)
 		}
 	}
+	return nil
 }

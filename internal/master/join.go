@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"time"
 
@@ -88,11 +89,12 @@ func (d *Daemon) validateJoin(ctx context.Context, id string, s secret.Secret, n
 	return nil, nil
 }
 
-// pruneTokens removes expired join tokens (the watcher calls it).
-func (d *Daemon) pruneTokens(ctx context.Context) {
+// pruneTokens removes expired join tokens: the join-token-prune
+// reconciler.
+func (d *Daemon) pruneTokens(ctx context.Context) error {
 	kvs, _, err := d.st.Range(ctx, tokenPrefix, store.RangeOptions{})
 	if err != nil {
-		return
+		return fmt.Errorf("listing join tokens: %w", err)
 	}
 	for _, kv := range kvs {
 		var rec tokenRecord
@@ -101,4 +103,5 @@ func (d *Daemon) pruneTokens(ctx context.Context) {
 		}
 		_, _ = d.st.Txn(ctx, []store.Cmp{store.ModRevisionIs(kv.Key, kv.ModRevision)}, []store.Op{store.Delete(kv.Key)}, nil)
 	}
+	return nil
 }

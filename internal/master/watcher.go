@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -18,8 +19,9 @@ const (
 	archiveAge      = 6 * time.Hour
 )
 
-// watcher restarts instances that should run but do not, and archives old
-// jobs. It runs inside corrald on the master only.
+// watcher restarts instances that should run but do not: the
+// instance-restart reconciler (reconcilers.go). It runs inside corrald on
+// the master only.
 type watcher struct {
 	d       *Daemon
 	mu      sync.Mutex
@@ -58,33 +60,19 @@ func jobFailure(opresult any) string {
 	return ecode.Decode(results[0]).Msg
 }
 
-func (w *watcher) run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			w.once(ctx)
-		}
-	}
-}
-
 // Paused reports whether SetWatcherPause holds the watcher.
 func paused(c *config.Cluster, now time.Time) bool {
 	return c.WatcherPauseUntil > float64(now.Unix())
 }
 
-func (w *watcher) once(ctx context.Context) {
+// restartInstances is the instance-restart reconciler: it submits a
+// startup job for each instance that should run but does not, up to
+// maxRestartTries times, and records what it did in the instance's status.
+// It returns how many jobs it submitted and the submissions that failed.
+func (w *watcher) restartInstances(ctx context.Context) (int, error) {
 	d := w.d
-	if paused(d.cfg.Cluster(), time.Now()) {
-		d.log.Debug("watcher paused")
-		return
-	}
-	d.pruneTokens(ctx)
-	d.sweepImports(ctx)
-	d.removeLeftDisks(ctx)
+	submitted := 0
+	var failed []error
 	live := d.gatherInstances(ctx, d.cfg.Nodes())
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -144,15 +132,13 @@ func (w *watcher) once(ctx context.Context) {
 		if err != nil {
 			d.log.Warn("watcher: cannot submit restart", "instance", inst.Name, "err", err)
 			d.updateInstanceStatus(ctx, inst, notSubmittedStatus(inst, err))
+			failed = append(failed, fmt.Errorf("restart of %s: %w", inst.Name, err))
 			continue
 		}
+		submitted++
 		w.pending[inst.UUID] = id
 		d.log.Info("watcher: restarting instance", "instance", inst.Name, "job", id, "try", w.tries[inst.UUID])
 		d.updateInstanceStatus(ctx, inst, restartingStatus(inst, w.tries[inst.UUID], id))
 	}
-	if n, _, err := d.queue.AutoArchive(ctx, archiveAge, 30*time.Second); err != nil {
-		d.log.Warn("watcher: auto-archive failed", "err", err)
-	} else if n > 0 {
-		d.log.Info("watcher: archived old jobs", "count", n)
-	}
+	return submitted, errors.Join(failed...)
 }
