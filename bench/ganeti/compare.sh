@@ -43,7 +43,7 @@ trap - EXIT
 # Corral, one node, drop-in mode
 dir=$(mktemp -d /tmp/corral-compare-dev-XXXXXX)
 chmod 755 "$dir"
-trap 'bin/corral dev down --state-dir "$dir" --purge >/dev/null 2>&1 || true' EXIT
+trap 'bin/corral dev down --state-dir "$dir" --purge >/dev/null 2>&1 || true; rmdir "$dir" 2>/dev/null || true; echo "logs: $log" >&2' EXIT
 bin/corral dev up --nodes 0 --state-dir "$dir" --hypervisors fake \
   --os-dir "$PWD/os:/usr/share/ganeti/os" --ganeti-dropin >/dev/null
 # shellcheck disable=SC1091

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 n=${1:-1000}
 dir=$(mktemp -d /tmp/corral-bench-ganeti-XXXXXX)
 chmod 755 "$dir"
-trap 'bin/corral dev down --state-dir "$dir" --purge >/dev/null 2>&1 || true' EXIT
+trap 'bin/corral dev down --state-dir "$dir" --purge >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
 bin/corral dev up --nodes 1 --state-dir "$dir" --hypervisors fake \
   --os-dir "$PWD/os:/usr/share/ganeti/os" --ganeti-dropin >/dev/null
 . "$dir/env"
