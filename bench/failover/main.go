@@ -22,12 +22,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/corral/corral/bench/harness"
 	"github.com/corral/corral/internal/devcluster"
+	devharness "github.com/corral/corral/internal/devcluster/harness"
 	"github.com/corral/corral/internal/luxi"
 )
 
@@ -239,7 +239,7 @@ func killOnce(ctx context.Context, st *devcluster.State, load int, stopFor time.
 			return s, err
 		}
 	} else {
-		waitDead(pid)
+		devharness.WaitGone(pid, 5*time.Second)
 		if _, err := devcluster.Restart(st, lead.Proc); err != nil {
 			return s, err
 		}
@@ -273,16 +273,6 @@ func submitLoad(ctx context.Context, sock string, n int) error {
 	}
 	_, err = harness.SubmitBatches(ctx, c, jobs, 100)
 	return err
-}
-
-func waitDead(pid int) {
-	for range 500 {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil || strings.Contains(string(b), ") Z ") {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // waitStandby waits until the restarted corrald answers as a standby (or,

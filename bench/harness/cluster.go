@@ -7,16 +7,14 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/corral/corral/internal/devcluster"
-	"github.com/corral/corral/internal/luxi"
+	devharness "github.com/corral/corral/internal/devcluster/harness"
 )
 
 // Flags select the cluster a benchmark runs against. Their values when
@@ -57,11 +55,11 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.Verbose, "v", f.Verbose, "log the dev cluster's progress")
 }
 
-// Cluster is the cluster under measurement.
+// Cluster is the cluster under measurement. The embedded dev-cluster
+// harness gives it Socket, State, Dial, CorraldPID, StopCorrald and
+// RestartCorrald.
 type Cluster struct {
-	Socket string
-	// State is nil when the cluster was given by --socket alone.
-	State *devcluster.State
+	devharness.Cluster
 	// SetupTime is how long bringing up the dev cluster took (0 if none
 	// was started).
 	SetupTime time.Duration
@@ -69,7 +67,6 @@ type Cluster struct {
 	// --socket names the cluster), for the programs' results.
 	Store string
 
-	dir  string // state directory of a dev cluster we started
 	keep bool
 	logf func(string, ...any)
 }
@@ -84,13 +81,13 @@ func Start(ctx context.Context, f Flags) (*Cluster, error) {
 	}
 	switch {
 	case f.Socket != "":
-		return &Cluster{Socket: f.Socket, logf: logf}, nil
+		return &Cluster{Cluster: devharness.Cluster{Socket: f.Socket}, logf: logf}, nil
 	case f.StateDir != "":
 		st, err := devcluster.Load(f.StateDir)
 		if err != nil {
 			return nil, err
 		}
-		return &Cluster{Socket: st.Socket, State: st, Store: storeOf(st), logf: logf}, nil
+		return &Cluster{Cluster: *devharness.Attach(st), Store: storeOf(st), logf: logf}, nil
 	}
 	bin, err := filepath.Abs(f.Bin)
 	if err != nil {
@@ -103,32 +100,27 @@ func Start(ctx context.Context, f Flags) (*Cluster, error) {
 	if osDir, err = filepath.Abs(osDir); err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "corral-bench-")
-	if err != nil {
-		return nil, err
-	}
-	// The daemons run as other users and must reach their directories.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return nil, err
-	}
-	c := &Cluster{dir: dir, keep: f.Keep, logf: logf}
 	members := f.EtcdMembers
 	if f.Store != "etcd" {
 		members = 0 // so one command line can measure both backends
 	}
 	t0 := time.Now()
-	st, err := devcluster.Up(ctx, devcluster.Options{
-		StateDir: dir, BinDir: bin, OSDir: osDir, Hypervisors: []string{"fake"},
+	dc, err := devharness.Up(ctx, "corral-bench-", devcluster.Options{
+		BinDir: bin, OSDir: osDir, Hypervisors: []string{"fake"},
 		Nodes: f.Nodes, FakeMemMiB: f.FakeMemMiB, Log: logf,
 		Store: f.Store, EtcdMembers: members,
 	})
+	if dc == nil {
+		return nil, err
+	}
+	c := &Cluster{Cluster: *dc, keep: f.Keep, logf: logf}
 	if err != nil {
 		c.keep = false
 		_ = c.Close()
 		return nil, err
 	}
 	c.SetupTime = time.Since(t0)
-	c.Socket, c.State, c.Store = st.Socket, st, storeOf(st)
+	c.Store = storeOf(c.State)
 	return c, nil
 }
 
@@ -145,110 +137,20 @@ func storeOf(st *devcluster.State) string {
 func (c *Cluster) Close() error {
 	err := c.close()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "tearing down the dev cluster in %s: %v\n", c.dir, err)
+		fmt.Fprintf(os.Stderr, "tearing down the dev cluster in %s: %v\n", c.Dir, err)
 	}
 	return err
 }
 
 func (c *Cluster) close() error {
-	if c.dir == "" {
+	if c.Dir == "" {
 		return nil
 	}
 	if c.keep {
-		fmt.Fprintf(os.Stderr, "dev cluster left running: state %s, socket %s (corral dev down --state-dir %s --purge)\n", c.dir, c.Socket, c.dir)
+		fmt.Fprintf(os.Stderr, "dev cluster left running: state %s, socket %s (corral dev down --state-dir %s --purge)\n", c.Dir, c.Socket, c.Dir)
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err := devcluster.Down(ctx, c.dir, true, c.logf)
-	// Down leaves a state directory it did not create itself (ours is from
-	// MkdirTemp), and Up may have failed before recording anything for Down
-	// to use: the directory is ours to remove either way.
-	if rerr := os.RemoveAll(c.dir); rerr != nil {
-		return errors.Join(err, rerr)
-	}
-	return err
-}
-
-// Dial opens a new LUXI connection.
-func (c *Cluster) Dial(ctx context.Context) (*luxi.Client, error) {
-	return luxi.Dial(ctx, c.Socket)
-}
-
-// CorraldPID returns the pid of the running corrald.
-func (c *Cluster) CorraldPID() (int, error) {
-	if c.State == nil {
-		return 0, errors.New("corrald's pid is unknown when only --socket is given (use --state-dir or a dev cluster)")
-	}
-	for _, p := range c.State.Procs {
-		if p.Name == "corrald" {
-			return p.PID, nil
-		}
-	}
-	return 0, errors.New("the dev cluster has no corrald")
-}
-
-// StopCorrald sends corrald SIGTERM and waits for it to exit (SIGKILL after
-// grace). It returns how long the orderly stop took.
-func (c *Cluster) StopCorrald(ctx context.Context, grace time.Duration) (time.Duration, error) {
-	pid, err := c.CorraldPID()
-	if err != nil {
-		return 0, err
-	}
-	t0 := time.Now()
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-		return 0, fmt.Errorf("stopping corrald (pid %d): %w", pid, err)
-	}
-	deadline := t0.Add(grace)
-	for processAlive(pid) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			return time.Since(t0), fmt.Errorf("corrald (pid %d) did not stop within %s; killed", pid, grace)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-	return time.Since(t0), nil
-}
-
-// RestartCorrald starts a stopped corrald again with its original arguments
-// and measures the time from starting the process to its first answered
-// LUXI call (QueryConfigValues).
-func (c *Cluster) RestartCorrald(ctx context.Context, limit time.Duration) (time.Duration, error) {
-	if c.State == nil {
-		return 0, errors.New("restarting corrald needs a dev cluster")
-	}
-	t0 := time.Now()
-	if _, err := devcluster.Restart(c.State, "corrald"); err != nil {
-		return 0, err
-	}
-	for {
-		if cl, err := luxi.Dial(ctx, c.Socket); err == nil {
-			_, err = cl.QueryConfigValues(ctx, []string{"cluster_name"})
-			cl.Close()
-			if err == nil {
-				return time.Since(t0), nil
-			}
-		}
-		if time.Since(t0) > limit {
-			return 0, fmt.Errorf("corrald did not answer within %s after restart", limit)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-}
-
-// processAlive reports whether pid exists and is not a zombie.
-func processAlive(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return false
-	}
-	st, err := ReadStat(pid)
-	return err == nil && st.State != 'Z'
+	return c.Down(ctx, c.logf)
 }

@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/corral/corral/internal/devcluster"
+	devharness "github.com/corral/corral/internal/devcluster/harness"
 	"github.com/corral/corral/internal/hypervisor"
 	"github.com/corral/corral/internal/hypervisor/fake"
 	"github.com/corral/corral/internal/luxi"
@@ -26,33 +26,17 @@ const daemonWait = 30 * time.Second
 
 // gone reports whether pid has exited (the dev cluster reaps its daemons,
 // but a zombie may linger a moment).
-func gone(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	return err != nil || strings.Contains(string(b), ") Z ")
-}
+func gone(pid int) bool { return !devharness.Alive(pid) }
 
 // waitGone waits, bounded, for pid to exit.
-func waitGone(pid int, limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	for !gone(pid) {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return true
-}
+func waitGone(pid int, limit time.Duration) bool { return devharness.WaitGone(pid, limit) }
 
 // stopDaemon ends a daemon with SIGTERM, as its service manager would, and
 // waits until it is gone.
 func (c *cluster) stopDaemon(name string) {
 	c.t.Helper()
-	p := c.proc(name)
-	if err := syscall.Kill(p.PID, syscall.SIGTERM); err != nil && !gone(p.PID) {
-		c.t.Fatalf("stopping %s: %v", name, err)
-	}
-	if !waitGone(p.PID, daemonWait) {
-		c.t.Fatalf("%s (pid %d) did not stop within %v of SIGTERM", name, p.PID, daemonWait)
+	if _, err := c.h.Stop(context.Background(), name, daemonWait); err != nil {
+		c.t.Fatal(err)
 	}
 	if name == "corrald" && c.luxi != nil {
 		c.luxi.Close()
@@ -63,12 +47,8 @@ func (c *cluster) stopDaemon(name string) {
 // killDaemon ends a daemon with SIGKILL and waits until it is gone.
 func (c *cluster) killDaemon(name string) {
 	c.t.Helper()
-	p := c.proc(name)
-	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil && !gone(p.PID) {
-		c.t.Fatalf("killing %s: %v", name, err)
-	}
-	if !waitGone(p.PID, daemonWait) {
-		c.t.Fatalf("%s (pid %d) did not die", name, p.PID)
+	if err := c.h.Kill(name, daemonWait); err != nil {
+		c.t.Fatal(err)
 	}
 }
 

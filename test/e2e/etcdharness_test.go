@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,37 +25,6 @@ func requireEtcd(t *testing.T) {
 	etcdtest.Require(t)
 }
 
-// newClusterWith is newCluster for options clusterOpts does not carry, the
-// store backend among them. The directories and binaries are filled in (the
-// OS directory when not given).
-func newClusterWith(t *testing.T, o devcluster.Options) *cluster {
-	t.Helper()
-	requireRoot(t)
-	dir, err := os.MkdirTemp("", "corral-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	o.StateDir, o.BinDir = dir, binDir
-	if o.OSDir == "" {
-		o.OSDir = filepath.Join(repoDir, "os")
-	}
-	o.Log = func(f string, a ...any) { t.Logf(f, a...) }
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	st, err := devcluster.Up(ctx, o)
-	c := &cluster{t: t, st: st, dir: dir}
-	t.Cleanup(c.down)
-	if err != nil {
-		c.dumpLogs()
-		t.Fatalf("dev up: %v", err)
-	}
-	c.luxi = c.dial()
-	return c
-}
-
 // storeRecord reads the cluster's store.json.
 func (c *cluster) storeRecord() storecfg.Config {
 	c.t.Helper()
@@ -71,14 +38,9 @@ func (c *cluster) storeRecord() storecfg.Config {
 // killEtcdMember SIGKILLs the n-th etcd member and waits until it is gone.
 func (c *cluster) killEtcdMember(n int) {
 	c.t.Helper()
-	p := c.proc(devcluster.EtcdMemberName(n))
-	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil {
+	if err := c.h.Kill(devcluster.EtcdMemberName(n), 10*time.Second); err != nil {
 		c.t.Fatal(err)
 	}
-	waitFor(c.t, 10*time.Second, p.Name+" to die", func() bool {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID))
-		return err != nil || strings.Contains(string(b), ") Z ")
-	})
 }
 
 // restartEtcdMember starts the n-th etcd member again with its flags and
@@ -131,21 +93,7 @@ func (c *cluster) etcdHealthClient() *http.Client {
 
 // stopCorrald stops corrald with SIGTERM, as an operator stops a cluster,
 // and waits until it has exited.
-func (c *cluster) stopCorrald() {
-	c.t.Helper()
-	p := c.proc("corrald")
-	if err := syscall.Kill(p.PID, syscall.SIGTERM); err != nil {
-		c.t.Fatal(err)
-	}
-	waitFor(c.t, 30*time.Second, "corrald to stop", func() bool {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID))
-		return err != nil || strings.Contains(string(b), ") Z ")
-	})
-	if c.luxi != nil {
-		c.luxi.Close()
-		c.luxi = nil
-	}
-}
+func (c *cluster) stopCorrald() { c.stopDaemon("corrald") }
 
 // submitDelays submits n one-op test-delay jobs in one call and returns
 // their ids.

@@ -13,11 +13,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/corral/corral/internal/devcluster"
+	devharness "github.com/corral/corral/internal/devcluster/harness"
 	"github.com/corral/corral/internal/luxi"
 )
 
@@ -61,6 +61,7 @@ func run(m *testing.M) int {
 // cluster is a running dev cluster for one test.
 type cluster struct {
 	t     *testing.T
+	h     *devharness.Cluster
 	st    *devcluster.State
 	dir   string
 	luxi  *luxi.Client
@@ -85,26 +86,30 @@ func requireRoot(t *testing.T) {
 
 func newCluster(t *testing.T, o clusterOpts) *cluster {
 	t.Helper()
+	return newClusterWith(t, devcluster.Options{
+		Nodes: o.nodes, OSDir: o.osDir, ImageDir: o.imageDir, Hypervisors: o.hypervisors,
+		WatcherEvery: o.watcher, CorraldArgs: o.corraldArgs,
+	})
+}
+
+// newClusterWith is newCluster for options clusterOpts does not carry, the
+// store backend among them. The directories and binaries are filled in (the
+// OS directory when not given).
+func newClusterWith(t *testing.T, o devcluster.Options) *cluster {
+	t.Helper()
 	requireRoot(t)
-	dir, err := os.MkdirTemp("", "corral-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// corrald runs as corral-master and must reach its directory.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if o.osDir == "" {
-		o.osDir = filepath.Join(repoDir, "os")
+	o.BinDir = binDir
+	if o.OSDir == "" {
+		o.OSDir = filepath.Join(repoDir, "os")
 	}
-	st, err := devcluster.Up(ctx, devcluster.Options{
-		StateDir: dir, Nodes: o.nodes, BinDir: binDir, OSDir: o.osDir,
-		ImageDir: o.imageDir, Hypervisors: o.hypervisors, WatcherEvery: o.watcher, CorraldArgs: o.corraldArgs,
-		Log: func(f string, a ...any) { t.Logf(f, a...) },
-	})
-	c := &cluster{t: t, st: st, dir: dir}
+	o.Log = func(f string, a ...any) { t.Logf(f, a...) }
+	h, err := devharness.Up(ctx, "corral-e2e-", o)
+	if h == nil {
+		t.Fatal(err)
+	}
+	c := &cluster{t: t, h: h, st: h.State, dir: h.Dir}
 	t.Cleanup(c.down)
 	if err != nil {
 		c.dumpLogs()
@@ -116,7 +121,7 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 
 func (c *cluster) dial() *luxi.Client {
 	c.t.Helper()
-	cl, err := luxi.Dial(context.Background(), c.st.Socket)
+	cl, err := c.h.Dial(context.Background())
 	if err != nil {
 		c.t.Fatalf("dial LUXI: %v", err)
 	}
@@ -132,25 +137,12 @@ func (c *cluster) down() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := devcluster.Down(ctx, c.dir, true, func(string, ...any) {}); err != nil {
+	if err := c.h.Down(ctx, func(string, ...any) {}); err != nil {
 		c.t.Logf("dev down: %v", err)
 	}
-	_ = os.Remove(c.dir)
 }
 
-func (c *cluster) dumpLogs() {
-	logs, _ := filepath.Glob(filepath.Join(c.dir, "logs", "*.log"))
-	members, _ := filepath.Glob(filepath.Join(c.dir, "etcd", "*", "*", "etcd.log"))
-	logs = append(logs, members...)
-	for _, l := range logs {
-		b, _ := os.ReadFile(l)
-		if len(b) > 6000 {
-			b = b[len(b)-6000:]
-		}
-		name, _ := filepath.Rel(c.dir, l)
-		c.t.Logf("==== %s ====\n%s", name, b)
-	}
-}
+func (c *cluster) dumpLogs() { c.h.DumpLogs(c.t.Logf, 6000) }
 
 // submit runs a job and waits for it.
 func (c *cluster) submit(ops ...map[string]any) (int64, string, []any) {
@@ -207,60 +199,30 @@ func (c *cluster) corral(args ...string) (string, error) {
 
 // proc returns the dev cluster's record of a daemon.
 func (c *cluster) proc(name string) devcluster.Proc {
-	for _, p := range c.st.Procs {
-		if p.Name == name {
-			return p
-		}
+	p, err := c.h.Proc(name)
+	if err != nil {
+		c.t.Fatal(err)
 	}
-	c.t.Fatalf("no process %s", name)
-	return devcluster.Proc{}
+	return p
 }
 
 // killCorrald SIGKILLs the master daemon.
 func (c *cluster) killCorrald() {
-	p := c.proc("corrald")
-	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil {
-		c.t.Fatal(err)
-	}
-	for i := 0; i < 100; i++ {
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID)); err != nil || strings.Contains(string(b), ") Z ") {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	c.t.Fatalf("corrald pid %d did not die", p.PID)
+	c.t.Helper()
+	c.killDaemon("corrald")
 }
 
-// restartCorrald starts corrald again with its original arguments.
+// restartCorrald starts corrald again with its original arguments and
+// reconnects once it answers LUXI calls.
 func (c *cluster) restartCorrald() {
 	c.t.Helper()
-	np, err := devcluster.Restart(c.st, "corrald")
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	for i := range c.st.Procs {
-		if c.st.Procs[i].Name == "corrald" {
-			c.st.Procs[i] = np
-		}
-	}
 	if c.luxi != nil {
 		c.luxi.Close()
+		c.luxi = nil
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		cl, err := luxi.Dial(context.Background(), c.st.Socket)
-		if err == nil {
-			var v []any
-			if err = cl.Call(context.Background(), "QueryConfigValues", []any{[]string{"cluster_name"}}, &v); err == nil {
-				c.luxi = cl
-				return
-			}
-			cl.Close()
-		}
-		if time.Now().After(deadline) {
-			c.dumpLogs()
-			c.t.Fatalf("corrald did not come back: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if _, err := c.h.RestartCorrald(context.Background(), 30*time.Second); err != nil {
+		c.dumpLogs()
+		c.t.Fatal(err)
 	}
+	c.luxi = c.dial()
 }
