@@ -64,22 +64,14 @@ func StreamFor(peer *x509.Certificate) Stream {
 const peerCloseTimeout = time.Minute
 
 // ganetiServerTLS is the import side's configuration for a Ganeti
-// exporter. OpenSSL in socat offers TLS 1.3 and, on older systems, 1.2;
-// Go's default suites are all in Ganeti's cipher list (HIGH without DES,
-// 3DES, EXPORT and finite-field DH). Only the pinned client certificate is
-// accepted.
+// exporter: serverTLS, pinning the client certificate the same way, with
+// TLS 1.2 allowed too, as OpenSSL in socat offers TLS 1.3 and, on older
+// systems, 1.2. Go's default suites are all in Ganeti's cipher list (HIGH
+// without DES, 3DES, EXPORT and finite-field DH).
 func ganetiServerTLS(cfg Config) *tls.Config {
-	pinned := cfg.Peer
-	return &tls.Config{
-		MinVersion:                  tls.VersionTLS12,
-		Certificates:                []tls.Certificate{cfg.Cert},
-		ClientAuth:                  tls.RequireAnyClientCert,
-		SessionTicketsDisabled:      true,
-		DynamicRecordSizingDisabled: true,
-		VerifyPeerCertificate: func(rawCerts [][]byte, _ [][]*x509.Certificate) error {
-			return verifyPeer(pinned, rawCerts, time.Now())
-		},
-	}
+	c := serverTLS(cfg)
+	c.MinVersion = tls.VersionTLS12
+	return c
 }
 
 // ganetiClientTLS is the export side's configuration for a Ganeti
@@ -112,24 +104,11 @@ func writeGanetiStream(cfg Config, conn *tls.Conn, r io.Reader, m *meter) (int64
 	if err != nil {
 		return 0, err
 	}
-	if _, err := enc.Write(magicHeader(cfg.Magic)); err != nil {
-		abort()
-		return 0, fmt.Errorf("sending the magic value: %w", peerReason(conn, err))
-	}
-	buf := make([]byte, copyBufferSize)
 	// Hiding the bufio.Writer's ReadFrom keeps the copy in whole buffers:
 	// with no compression, each goes to TLS in one write.
-	n, err := io.CopyBuffer(struct{ io.Writer }{enc}, countingReader{r: r, n: &m.bytes}, buf)
+	n, err := sendBody(cfg, conn, struct{ io.Writer }{enc}, finish, abort, r, m)
 	if err != nil {
-		abort()
-		var re *readError
-		if errors.As(err, &re) {
-			return n, fmt.Errorf("reading the data to send: %w", re.err)
-		}
-		return n, fmt.Errorf("sending data: %w", peerReason(conn, err))
-	}
-	if err := finish(); err != nil {
-		return n, fmt.Errorf("ending the compressed stream: %w", peerReason(conn, err))
+		return n, err
 	}
 	if err := bw.Flush(); err != nil {
 		return n, fmt.Errorf("sending data: %w", peerReason(conn, err))

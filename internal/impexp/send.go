@@ -112,14 +112,10 @@ func dial(ctx context.Context, cfg Config, tcfg *tls.Config, addr string) (*tls.
 	return nil, fmt.Errorf("export to %s: %d connect attempt(s) failed: %w", addr, cfg.ConnectRetries+1, last)
 }
 
-// writeStream writes the magic and r's bytes through the compressor and
-// ends the stream cleanly.
-func writeStream(cfg Config, conn *tls.Conn, r io.Reader, m *meter) (int64, error) {
-	fw := newFrameWriter(conn)
-	enc, finish, abort, err := newCompressor(cfg.Compress, fw)
-	if err != nil {
-		return 0, err
-	}
+// sendBody writes the magic and r's bytes to enc, the compressor newCompressor
+// made (finish and abort are its own), and ends the compressed stream. Both
+// streams send their bodies so; each ends its transport its own way.
+func sendBody(cfg Config, conn *tls.Conn, enc io.Writer, finish func() error, abort func(), r io.Reader, m *meter) (int64, error) {
 	if _, err := enc.Write(magicHeader(cfg.Magic)); err != nil {
 		abort()
 		return 0, fmt.Errorf("sending the magic value: %w", peerReason(conn, err))
@@ -136,6 +132,21 @@ func writeStream(cfg Config, conn *tls.Conn, r io.Reader, m *meter) (int64, erro
 	}
 	if err := finish(); err != nil {
 		return n, fmt.Errorf("ending the compressed stream: %w", peerReason(conn, err))
+	}
+	return n, nil
+}
+
+// writeStream writes the magic and r's bytes through the compressor and
+// ends the stream cleanly.
+func writeStream(cfg Config, conn *tls.Conn, r io.Reader, m *meter) (int64, error) {
+	fw := newFrameWriter(conn)
+	enc, finish, abort, err := newCompressor(cfg.Compress, fw)
+	if err != nil {
+		return 0, err
+	}
+	n, err := sendBody(cfg, conn, enc, finish, abort, r, m)
+	if err != nil {
+		return n, err
 	}
 	// The end frame is what tells the importer the stream is complete.
 	if err := fw.end(); err != nil {
