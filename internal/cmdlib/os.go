@@ -11,6 +11,7 @@ import (
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/nodeapi"
 	"github.com/corral/corral/internal/opcodes"
+	"github.com/corral/corral/internal/query"
 )
 
 // osUnits are the units of the OS opcodes.
@@ -24,24 +25,9 @@ func (p *Processor) osUnits() []engine.Op {
 var osFields = []string{"name", "valid", "variants", "node_status", "hidden", "blacklisted", "api_versions", "parameters", "trusted", "os_hvp", "osparams"}
 
 // OSStatus is what the cluster knows of one OS definition: its merge over
-// every vm_capable, online node that answered.
-type OSStatus struct {
-	Name        string
-	Valid       bool
-	Hidden      bool
-	Blacklisted bool
-	Trusted     bool
-	Variants    []string
-	Parameters  [][2]string
-	APIVersions []int
-	// NodeStatus maps a node name to what it reported for this OS:
-	// [[path, valid, error, variants, parameters, api_versions, trusted]]
-	// (Ganeti 3.0's seven items), empty when the node lacks the OS.
-	NodeStatus map[string][]any
-	// OSParams are the cluster's parameters of this OS, keyed by the OS
-	// name and by each OS+variant name that has some.
-	OSParams map[string]config.Params
-}
+// every vm_capable, online node that answered. It is the OS query's row,
+// so OP_OS_DIAGNOSE and LUXI's OS queries share one merge.
+type OSStatus = query.OSRow
 
 // MergeOS combines each node's OS list as Ganeti does: an OS is valid only
 // when every node has a valid copy; variants, parameters and API versions
@@ -142,8 +128,8 @@ func osInts(l []int) []int {
 	return l
 }
 
-// field is one output field of an OS.
-func (s *OSStatus) field(name string) any {
+// osField is one output field of an OS.
+func osField(s *OSStatus, name string) any {
 	switch name {
 	case "name":
 		return s.Name
@@ -213,7 +199,7 @@ func (lu *osDiagnoseLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op
 		}
 		row := make([]any, len(fields))
 		for i, f := range fields {
-			row[i] = st.field(f)
+			row[i] = osField(&st, f)
 		}
 		lu.Rows = append(lu.Rows, row)
 	}

@@ -264,14 +264,14 @@ func (d *Daemon) osRows(ctx context.Context) []*query.OSRow {
 	}
 	wg.Wait()
 	c := d.cfg.Cluster()
+	statuses := cmdlib.MergeOS(perNode, c)
 	var rows []*query.OSRow
-	for _, st := range cmdlib.MergeOS(perNode, c) {
-		r := &query.OSRow{Name: st.Name, Valid: st.Valid, Hidden: st.Hidden, Blacklisted: st.Blacklisted,
-			Trusted: st.Trusted, Variants: st.Variants, Parameters: st.Parameters, APIVersions: st.APIVersions,
-			NodeStatus: st.NodeStatus, OSParams: map[string]config.Params{}}
-		for _, v := range st.Variants {
-			if p, ok := c.OSParams[st.Name+"+"+v]; ok {
-				r.OSParams[st.Name+"+"+v] = p
+	for i := range statuses {
+		r := &statuses[i]
+		r.OSParams = map[string]config.Params{}
+		for _, v := range r.Variants {
+			if p, ok := c.OSParams[r.Name+"+"+v]; ok {
+				r.OSParams[r.Name+"+"+v] = p
 			}
 		}
 		rows = append(rows, r)

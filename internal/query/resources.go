@@ -61,10 +61,13 @@ type OSRow struct {
 	Variants    []string
 	Parameters  [][2]string
 	APIVersions []int
-	// NodeStatus maps a node name to [[path, valid, error, variants,
-	// parameters, api_versions, trusted]].
+	// NodeStatus maps a node name to what it reported for this OS:
+	// [[path, valid, error, variants, parameters, api_versions, trusted]]
+	// (Ganeti 3.0's seven items), empty when the node lacks the OS.
 	NodeStatus map[string][]any
-	// OSParams are the cluster's parameters of OS+variant names.
+	// OSParams are the cluster's parameters of this OS, keyed by the OS
+	// name and by each OS+variant name that has some (the OS query's
+	// osparams field keeps the OS+variant names only).
 	OSParams map[string]config.Params
 }
 
