@@ -95,7 +95,7 @@ cp "$BB" "$ROOT/bin/busybox"
 
 # Modules to load, with their dependencies first (depth-first over
 # modules.dep). Missing ones are reported and skipped.
-WANT="virtio_pci virtio_blk virtio_net virtio_console virtio_scsi virtio_rng ata_piix sd_mod button evdev"
+WANT="virtio_pci virtio_blk virtio_net virtio_console virtio_scsi virtio_rng virtio_balloon ata_piix sd_mod button evdev"
 awk -v want="$WANT" '
   function visit(p,    n, i, d) {
     if (p == "" || seen[p]++) return

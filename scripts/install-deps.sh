@@ -9,9 +9,20 @@
 # tests that run Ganeti's own gnt-* tools and burnin against Corral's drop-in
 # mode, with openssh-server, fping and curl for the moves between a real
 # Ganeti and Corral (that e2e test starts and stops its Ganeti itself; the
-# package's daemons are not kept running: see below). Idempotent; needs root.
+# package's daemons are not kept running: see below); for bare metal,
+# openipmi (ipmi_sim, a real BMC) and ipmitool, xorriso, isolinux and
+# syslinux-common (virtual-media ISOs), dnsmasq-base and ipxe-qemu (PXE),
+# python3-sushy (a Redfish client checking Corral's BMC emulator) and
+# python3-openstackclient with python3-ironicclient (the unchanged
+# `openstack baremetal` client); ceph-mon, ceph-mgr, ceph-osd and
+# ceph-common for the rbd disk template's tests (a one-host Ceph in user
+# space, internal/cephtest) with qemu-block-extra (qemu's rbd driver);
+# containerd, runc and containernetworking-plugins for the kubelet workers
+# of COE clusters (corral-node runs its own containerd per kube node; the
+# package's service is not kept running: see below).
+# Idempotent; needs root.
 set -euo pipefail
-pkgs=(qemu-system-x86 qemu-utils socat busybox-static cpio e2fsprogs iproute2 lz4 make gcc etcd-server etcd-client python3-ganeti-rapi systemd nftables ganeti ganeti-os-noop openssh-server fping curl)
+pkgs=(qemu-system-x86 qemu-utils qemu-block-extra ceph-mon ceph-mgr ceph-osd ceph-common socat busybox-static cpio e2fsprogs iproute2 lz4 make gcc etcd-server etcd-client python3-ganeti-rapi systemd nftables ganeti ganeti-os-noop openssh-server fping curl openipmi ipmitool xorriso isolinux syslinux-common dnsmasq-base ipxe-qemu python3-sushy python3-openstackclient python3-ironicclient containerd runc containernetworking-plugins)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -34,6 +45,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   # default member would only sit on ports 2379 and 2380.
   if [[ " ${missing[*]} " == *" etcd-server "* ]] && [ -d /run/systemd/system ]; then
     systemctl disable --now etcd.service || true
+  fi
+  # Likewise each kubelet worker has a containerd of its own, with its own
+  # sockets and directories; the host's would only hold /run/containerd.
+  if [[ " ${missing[*]} " == *" containerd "* ]] && [ -d /run/systemd/system ]; then
+    systemctl disable --now containerd.service || true
   fi
 fi
 # The guest image build downloads the kernel and busybox packages with

@@ -31,11 +31,25 @@ for _ in $(seq 120); do
   sleep 1
 done
 grep CORRAL-GUEST-BOOTED "$serial"
+
+# A bare-metal machine too: fake-hardware walks enroll -> active in seconds.
+bin/corral baremetal node create --driver fake-hardware --name bm-demo >/dev/null
+for verb in manage provide deploy; do
+  bin/corral baremetal node "$verb" bm-demo --wait=60
+done
+if command -v openstack >/dev/null; then
+  # The unchanged openstack client, through the Bare Metal API of corral-rapi.
+  (. "$STATE/baremetal.env"; XDG_CACHE_HOME=$(mktemp -d) openstack baremetal node list)
+else
+  bin/corral baremetal node list
+fi
 cat <<MSG
 
 Cluster up, instance demo1 running under qemu (as user corral-qemu).
   . $STATE/env                       # point the CLI at this cluster
   bin/corral instance console demo1   # serial console (Ctrl-] leaves)
   bin/corral job list
+  bin/corral baremetal node list      # bare-metal machines (bm-demo is active)
+  . $STATE/baremetal.env; openstack baremetal node list   # the same with the openstack client
   bin/corral dev down --state-dir $STATE --purge   # stop everything
 MSG

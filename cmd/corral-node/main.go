@@ -9,9 +9,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
+	"github.com/corral/corral/internal/baremetal/provnet"
+	"github.com/corral/corral/internal/coe/k8sbin"
 	"github.com/corral/corral/internal/failpoint"
 	"github.com/corral/corral/internal/hypervisor"
 	"github.com/corral/corral/internal/layout"
@@ -64,6 +67,15 @@ Flags:
 	fakeCPUs := fs.Int("fake-cpus", 16, "CPUs the fake hypervisor reports")
 	sshDir := fs.String("ssh-dir", env("CORRAL_NODE_SSH_DIR", nodeserver.DefaultSSHDir), "root's SSH directory, where the master keeps this node's key pair and authorized_keys; \"\" leaves SSH alone (env CORRAL_NODE_SSH_DIR)")
 	poolFW := fs.String("pool-firewall", env("CORRAL_NODE_POOL_FIREWALL", "none"), "\"nftables\": keep an nftables table inet corral that stops qemu processes under uid-pool uids from opening network connections on this node; \"none\" leaves the firewall alone (env CORRAL_NODE_POOL_FIREWALL)")
+	mediaListen := fs.String("machine-media-listen", env("CORRAL_NODE_MACHINE_MEDIA_LISTEN", ""), "address (ip:port) of the HTTP listener bare-metal machines' BMCs download their boot ISOs from; \"\" turns virtual media boot off (env CORRAL_NODE_MACHINE_MEDIA_LISTEN)")
+	mediaURL := fs.String("machine-media-url", env("CORRAL_NODE_MACHINE_MEDIA_URL", ""), "base URL the BMCs reach --machine-media-listen at; http://<listen address> by default (env CORRAL_NODE_MACHINE_MEDIA_URL)")
+	agentRamdisk := fs.String("agent-ramdisk", env("CORRAL_NODE_AGENT_RAMDISK", ""), "directory with the agent ramdisk's vmlinuz and initrd.img (scripts/build-agent-ramdisk.sh), booted by bare-metal machines (env CORRAL_NODE_AGENT_RAMDISK)")
+	bmNets := fs.String("baremetal-networks", env("CORRAL_NODE_BAREMETAL_NETWORKS", ""), "JSON file of the bare-metal provisioning networks this node runs in its own network namespace (bridges, DHCP and iPXE, the API forwarder); machines boot over PXE and move between them; needs --agent-ramdisk (env CORRAL_NODE_BAREMETAL_NETWORKS)")
+	bmNetsDir := fs.String("baremetal-state-dir", env("CORRAL_NODE_BAREMETAL_STATE_DIR", ""), "directory of the bare-metal networks' state (dnsmasq's files, prepared boots); dnsmasq reads it as nobody, so every directory above it must be searchable by others; default <state-dir>/provnet (env CORRAL_NODE_BAREMETAL_STATE_DIR)")
+	k8sTools := fs.String("k8s-tools", "", "directory of the Kubernetes binaries COE clusters' control planes run (make k8s-tools); default $"+k8sbin.EnvToolsDir+", else "+layout.DefaultK8sToolsDir)
+	coeDir := fs.String("coe-dir", env("CORRAL_NODE_COE_DIR", ""), "directory of the COE clusters' control planes, which run as uids of their own: every directory above it must be searchable by others; default <state-dir>-coe, beside the state directory, which is root's alone (env CORRAL_NODE_COE_DIR)")
+	coeUIDs := fs.String("coe-uid-pool", env("CORRAL_NODE_COE_UID_POOL", nodeserver.DefaultCOEUIDPool), "uids the COE clusters' control planes run under, one per cluster (env CORRAL_NODE_COE_UID_POOL)")
+	clusterCmds := fs.Bool("cluster-commands", env("CORRAL_NODE_CLUSTER_COMMANDS", "true") != "false", "take the master's 'cluster command' and 'cluster copyfile' calls, which run a shell command or write a file as root here; false refuses them (env CORRAL_NODE_CLUSTER_COMMANDS)")
 	debug := fs.Bool("debug", false, "debug logging")
 	if len(args) > 0 && args[0] == "join" {
 		return join(args[1:])
@@ -86,6 +98,12 @@ Flags:
 	if fp.Armed() {
 		log.Warn("failpoints armed: corral-node kills itself with SIGKILL when one is hit (crash tests only)", "failpoints", fp.String())
 	}
+	var nets *provnet.Config
+	if *bmNets != "" {
+		if nets, err = provnet.LoadConfig(*bmNets); err != nil {
+			return err
+		}
+	}
 	search := osapi.DefaultSearchPath()
 	if *osOnly {
 		search = nil
@@ -93,14 +111,20 @@ Flags:
 	if *osPath != "" {
 		search = append(strings.Split(*osPath, ":"), search...)
 	}
+	if *coeDir == "" {
+		*coeDir = filepath.Clean(*stateDir) + "-coe"
+	}
 	srv, err := nodeserver.New(nodeserver.Options{
 		StateDir: *stateDir, RunDir: *runDir, Listen: *listen, OSSearchPath: search,
-		Hypervisors:  strings.Split(*hvs, ","),
-		FakeCapacity: hypervisor.NodeResources{MemoryTotalMiB: *fakeMem, MemoryFreeMiB: *fakeMem, CPUs: *fakeCPUs, Hypervisor: hypervisor.Fake},
-		Logger:       log,
-		Failpoints:   fp,
-		SSHDir:       *sshDir,
-		PoolFirewall: *poolFW,
+		Hypervisors:     strings.Split(*hvs, ","),
+		FakeCapacity:    hypervisor.NodeResources{MemoryTotalMiB: *fakeMem, MemoryFreeMiB: *fakeMem, CPUs: *fakeCPUs, Hypervisor: hypervisor.Fake},
+		Logger:          log,
+		Failpoints:      fp,
+		SSHDir:          *sshDir,
+		PoolFirewall:    *poolFW,
+		MachineMedia:    nodeserver.MachineMediaOptions{Listen: *mediaListen, URL: *mediaURL, AgentRamdisk: *agentRamdisk},
+		MachineNetworks: nets, MachineNetworksDir: *bmNetsDir,
+		COEDir: *coeDir, K8sToolsDir: *k8sTools, COEUIDPool: *coeUIDs, NoClusterCommands: !*clusterCmds,
 	})
 	if err != nil {
 		return err

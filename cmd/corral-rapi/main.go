@@ -16,13 +16,16 @@ import (
 	"syscall"
 
 	"github.com/corral/corral/internal/apifront"
+	"github.com/corral/corral/internal/baremetalapi"
+	coeapi "github.com/corral/corral/internal/coe/api"
 	"github.com/corral/corral/internal/privsep"
 	"github.com/corral/corral/internal/rapi"
 )
 
 // apis are the APIs the front serves; adding one is its package and a line
-// here.
-var apis = []apifront.Registration{rapi.Registration}
+// here. An API whose builder returns no service (its port left at 0) is
+// off.
+var apis = []apifront.Registration{rapi.Registration, baremetalapi.Registration, coeapi.Registration}
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -59,7 +62,10 @@ func run(args []string) error {
 	if len(sockets) == 0 {
 		return errors.New("--luxi-socket is required")
 	}
-	for _, l := range listens {
+	for i, l := range listens {
+		if apis[i].OffAtPortZero && l.Port == 0 {
+			continue // the API is off
+		}
 		if err := privsep.RAPI(privsep.Resolve(os.Geteuid()), privsep.RAPIFacts(l.KeyFile, *allowRoot)); err != nil {
 			return err
 		}
@@ -73,13 +79,15 @@ func run(args []string) error {
 	pool := apifront.NewLuxiPool(sockets, apifront.PoolOptions{Log: log})
 	defer pool.Close()
 	env := apifront.Env{LUXI: pool, Log: log}
-	services := make([]*apifront.Service, len(apis))
-	for i, build := range builds {
+	var services []*apifront.Service
+	for _, build := range builds {
 		s, err := build(env)
 		if err != nil {
 			return err
 		}
-		services[i] = s
+		if s != nil {
+			services = append(services, s)
+		}
 	}
 	front, err := apifront.Open(log, services...)
 	if err != nil {

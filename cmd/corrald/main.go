@@ -14,13 +14,16 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/corral/corral/internal/baremetal"
 	"github.com/corral/corral/internal/bootstrap"
 	"github.com/corral/corral/internal/failpoint"
 	"github.com/corral/corral/internal/luxi"
 	"github.com/corral/corral/internal/master"
+	"github.com/corral/corral/internal/reconcile"
 	"github.com/corral/corral/internal/store"
 	"github.com/corral/corral/internal/storecfg/backend"
 )
@@ -58,13 +61,34 @@ func run(args []string) error {
 	reqMem := fs.Int64("request-memory", 0, "memory all LUXI connections together may hold in requests being received; a request that would exceed it\ngets an error reply and its connection is closed (0: max(256 MiB, 4 x --max-message-bytes))")
 	frameTimeout := fs.Duration("frame-timeout", luxi.DefaultFrameTimeout, "a LUXI request must arrive within this long of its first byte, else the client gets an error and is disconnected (0: no limit)")
 	idleTimeout := fs.Duration("idle-timeout", luxi.DefaultIdleTimeout, "a LUXI connection with no call in progress is closed after this long (0: never); a call such as WaitForJobChange is not idleness")
-	watch := fs.Duration("watcher-interval", time.Minute, "how often the watcher checks instances (0 disables)")
+	watch := fs.Duration("watcher-interval", time.Minute, "how often the watcher checks instances: the interval of every reconciler without one of its own (0 disables those)")
+	intervals := map[string]time.Duration{}
+	fs.Func("reconciler-interval", "NAME=DURATION: run that reconciler at this interval instead of --watcher-interval (repeatable);\nthe reconcilers: "+strings.Join(master.ReconcilerNames(), ", "), func(spec string) error {
+		name, every, err := reconcile.ParseInterval(spec)
+		if err != nil {
+			return err
+		}
+		if err := reconcile.CheckNames("", []string{name}, master.ReconcilerNames()); err != nil {
+			return err
+		}
+		intervals[name] = every
+		return nil
+	})
 	pendingImport := fs.Duration("pending-import-timeout", master.DefaultPendingImportTimeout, "the watcher removes an import (of an export or a move) that has received nothing for this long (0 never)")
 	candName := fs.String("candidate-name", env("CORRAL_CANDIDATE_NAME", ""), "this corrald's name in the master election of a cluster on etcd (env CORRAL_CANDIDATE_NAME; default: the host name, i.e. the node name)")
 	candAddr := fs.String("candidate-address", env("CORRAL_CANDIDATE_ADDRESS", ""), "where this corrald serves when it is master, published in the election record (env CORRAL_CANDIDATE_ADDRESS; default: the forward address, else its LUXI socket)")
 	fwdAddr := fs.String("forward-address", env("CORRAL_FORWARD_ADDRESS", ""), "HOST:PORT where this corrald, when master, serves LUXI over mutual TLS to the standbys, which then relay their own\nsocket to the master (env CORRAL_FORWARD_ADDRESS; default: none, standbys refuse calls naming the master; etcd clusters only)")
 	electTTL := fs.Duration("election-ttl", 0, "lease TTL of the master election (default 5s): a dead master is replaced about this long after it stops")
 	reclaim := fs.Bool("election-reclaim", true, "after a crash, take back at once the election key held under this candidate's name instead of waiting for its lease to expire (candidate names must be unique)")
+	bmURL := fs.String("baremetal-api-url", "", "the Bare Metal API as bare-metal machines' agents reach it (their ipa-api-url), e.g. https://10.0.0.1:6385; agent-driven deploy, clean and rescue need it")
+	bmCert := fs.String("baremetal-api-cert", "", "PEM certificate of the Bare Metal API (or of a CA in its chain): agents pin its SHA-256 fingerprint")
+	rescueTimeout := fs.Duration("rescue-callback-timeout", baremetal.DefaultTimeouts.RescueCallback, "a rescue fails if the machine's agent has not called back within this long (Ironic's rescue_callback_timeout)")
+	deployTimeout := fs.Duration("deploy-callback-timeout", baremetal.DefaultTimeouts.DeployCallback, "a deploy fails if the machine's agent has not called back within this long (Ironic's deploy_callback_timeout)")
+	cleanTimeout := fs.Duration("clean-callback-timeout", baremetal.DefaultTimeouts.CleanCallback, "a clean fails if the machine's agent has not called back within this long (Ironic's clean_callback_timeout)")
+	bmNets := baremetal.DefaultNetworks
+	fs.StringVar(&bmNets.Provisioning, "baremetal-provisioning-network", bmNets.Provisioning, "conductor network machines with the bridged network interface deploy and clean on")
+	fs.StringVar(&bmNets.Rescue, "baremetal-rescue-network", bmNets.Rescue, "conductor network such machines boot the rescue ramdisk on")
+	fs.StringVar(&bmNets.Tenant, "baremetal-tenant-network", bmNets.Tenant, "conductor network such machines run on once deployed or rescued")
 	debug := fs.Bool("debug", false, "debug logging")
 	pprofOn := fs.Bool("pprof", env("CORRAL_PPROF", "") != "", "serve Go profiles (net/http/pprof) on <run-dir>/master/pprof.sock, mode 0600 (env CORRAL_PPROF=1);\nfetch one with: curl --unix-socket SOCK -o cpu.prof 'http://corrald/debug/pprof/profile?seconds=30'")
 	if err := fs.Parse(args); err != nil {
@@ -107,7 +131,9 @@ func run(args []string) error {
 	return master.Run(ctx, master.Options{
 		StateDir: l.MasterDir(), RunDir: l.MasterRunDir(), SocketPath: filepath.Join(l.MasterRunDir(), master.FileLUXISocket),
 		SocketGroup: *group, JoinListen: *join, MaxConns: *maxConns, AdminConns: admin, MaxMessageBytes: *maxMsg,
-		LUXIRequestMemory: *reqMem, LUXIFrameTimeout: disabledIfZero(*frameTimeout), LUXIIdleTimeout: disabledIfZero(*idleTimeout), WatcherInterval: w, PendingImportTimeout: pi, Logger: log,
+		LUXIRequestMemory: *reqMem, LUXIFrameTimeout: disabledIfZero(*frameTimeout), LUXIIdleTimeout: disabledIfZero(*idleTimeout), WatcherInterval: w, ReconcilerIntervals: intervals, PendingImportTimeout: pi, Logger: log,
+		MachineTimeouts: baremetal.Timeouts{RescueCallback: *rescueTimeout, DeployCallback: *deployTimeout, CleanCallback: *cleanTimeout},
+		AgentAPIURL:     *bmURL, AgentAPICert: *bmCert, MachineNetworks: bmNets,
 		Failpoints: fp, CandidateName: *candName, CandidateAddress: *candAddr, ForwardAddress: *fwdAddr, ElectionTTL: *electTTL, ElectionReclaim: *reclaim,
 		OpenStore: func(ctx context.Context) (store.Store, error) {
 			st, cfg, err := backend.Open(ctx, l.MasterDir(), backend.Options{Logger: log})

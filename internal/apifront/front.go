@@ -68,9 +68,14 @@ type Service struct {
 // declares. Flags returns where the API will listen (filled when the flags
 // are parsed, so the binary can check its key before anything is read) and
 // the function that builds the service from the parsed flags.
+//
+// An API that is OffAtPortZero is off when its port is 0 (rather than on
+// an ephemeral port): its key is not checked and its builder returns a nil
+// Service, which the binary skips.
 type Registration struct {
-	Name  string
-	Flags func(fs *flag.FlagSet) (*Listen, func(Env) (*Service, error))
+	Name          string
+	Flags         func(fs *flag.FlagSet) (*Listen, func(Env) (*Service, error))
+	OffAtPortZero bool
 }
 
 // Timeouts of every listener.

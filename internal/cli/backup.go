@@ -12,7 +12,7 @@ import (
 	"github.com/corral/corral/internal/opcodes"
 )
 
-func newBackupCmd(a *app) *cobra.Command {
+func backupHead() *cobra.Command {
 	c := newGroup("backup", "Export instances to a node and import them back",
 		"  corral backup export -n node2 web1\n  corral backup list\n  corral backup import -n node1 --src-node node2 -t file web1\n  corral backup remove web1")
 	c.Long = `Exports keep a copy of an instance on a node, outside the cluster's
@@ -21,8 +21,12 @@ instance's settings, under the node's export directory. An instance can be
 recreated from its export, on this cluster or on one that mounts the same
 exports. A node keeps one export per instance name; a new export replaces the
 old one.`
-	c.AddCommand(a.backupExportCmd(), a.backupImportCmd(), a.backupListCmd(), a.backupRemoveCmd())
 	return c
+}
+
+func (a *app) addBackupCommands(c *cobra.Command) {
+	c.AddCommand(a.backupExportCmd(), a.backupImportCmd(), a.backupListCmd(), a.backupRemoveCmd())
+	c.AddCommand(a.listFieldsCmd("export", "backup", "exports"))
 }
 
 func (a *app) backupExportCmd() *cobra.Command {

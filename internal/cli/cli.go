@@ -5,8 +5,10 @@
 // failures print "Failure: ..." on stderr and exit with a status derived from
 // the error's class (ecode.ExitCode).
 //
-// Other packages add commands through NewRoot's extra arguments; they read
-// the resolved paths from the shared *Env once flags have been parsed.
+// Other packages add commands through NewRoot's extra arguments, or
+// NewRootFor's Extras; they read the resolved paths from the shared *Env
+// once flags have been parsed. NewRootFor builds only the part of the tree a
+// command line needs (see Section), which is what the corral binary runs.
 package cli
 
 import (
@@ -24,7 +26,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corral/corral/internal/ecode"
-	"github.com/corral/corral/internal/layout"
 	"github.com/corral/corral/internal/luxi"
 )
 
@@ -63,6 +64,9 @@ type Env struct {
 	// Console attaches to an instance's serial console; nil means the build
 	// has none.
 	Console func(ctx context.Context, instance string, stdin io.Reader, stdout io.Writer) error
+	// MachineConsole attaches to a bare-metal machine's serial console
+	// through its conductor node; nil means the build has none.
+	MachineConsole func(ctx context.Context, machine string, stdin io.Reader, stdout io.Writer) error
 
 	// Getenv reads the environment; nil means os.Getenv.
 	Getenv func(string) string
@@ -78,6 +82,10 @@ type Env struct {
 	// progressAfter and progressEvery pace the progress line; zero means
 	// the defaults. Tests shorten them.
 	progressAfter, progressEvery time.Duration
+	// bmPoll paces `baremetal ... --wait`; zero means bmPoll.
+	bmPoll time.Duration
+	// coePoll paces `coe ... --wait`; zero means coePoll.
+	coePoll time.Duration
 }
 
 func (e *Env) getenv(k string) string {
@@ -164,101 +172,6 @@ func (e *Env) resolve(fs *pflag.FlagSet, preset paths) {
 	e.RunDir = pick("run-dir", EnvRunDir, preset.runDir, DefaultRunDir)
 	e.StateDir = pick("state-dir", EnvStateDir, preset.stateDir, DefaultStateDir)
 	e.Socket = pick("socket", EnvSocket, preset.socket, filepath.Join(e.RunDir, "master", "luxi.sock"))
-}
-
-// paths are the path settings an Env held when the tree was built.
-type paths struct{ runDir, socket, stateDir string }
-
-// NewRoot builds the whole command tree. clusterExtra are added under
-// "cluster" (init, destroy), rootExtra at the top level (dev).
-func NewRoot(env *Env, clusterExtra, rootExtra []*cobra.Command) *cobra.Command {
-	var runDir, socket, stateDir string
-	root := &cobra.Command{
-		Use:   "corral",
-		Short: "Manage a Corral cluster: nodes, instances, jobs",
-		Long: `corral is the administration tool of a Corral cluster. It talks to the master
-daemon (corrald) over its LUXI socket. Commands that change the cluster submit
-a job and follow it until it ends, printing its log; --submit returns at once
-with the job id instead.
-
-Exit status: 0 on success, 2 for bad usage or invalid input, 3 for an unknown
-object, 4 when it already exists, 5 for a wrong state, 6 for lack of
-resources, 7 for an environment problem (such as no master daemon), 1 for any
-other failure.` + remoteHelp,
-		Example: `  corral cluster info
-  corral instance add -t file -o debootstrap --disk 0:size=10G web1
-  corral --socket /run/corral/master/luxi.sock job list
-  corral --rapi https://master:5080 --rapi-user admin --rapi-password-file pw --rapi-ca ca.pem instance list`,
-		Args:          cobra.ArbitraryArgs,
-		RunE:          groupRunE,
-		SilenceErrors: true,
-		SilenceUsage:  true,
-		Version:       layout.Version,
-	}
-	root.CompletionOptions.DisableDefaultCmd = true
-	root.SetIn(env.stdin())
-	if env.Stdout != nil {
-		root.SetOut(env.Stdout)
-	}
-	if env.Stderr != nil {
-		root.SetErr(env.Stderr)
-	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
-
-	pf := root.PersistentFlags()
-	pf.StringVar(&runDir, "run-dir", DefaultRunDir, "directory of the daemons' sockets and runtime files (env "+EnvRunDir+")")
-	pf.StringVar(&socket, "socket", "", "LUXI socket of the master daemon (env "+EnvSocket+"; default <run-dir>/master/luxi.sock)")
-	pf.StringVar(&stateDir, "state-dir", DefaultStateDir, "directory of the persistent state, for commands that need it (env "+EnvStateDir+")")
-	rf := addRemoteFlags(pf)
-
-	a := &app{env: env}
-	cluster := newClusterCmd(a)
-	for _, c := range clusterExtra {
-		cluster.AddCommand(c)
-	}
-	root.AddCommand(cluster, newNodeCmd(a), newInstanceCmd(a), newJobCmd(a), newDebugCmd(a))
-	root.AddCommand(newGroupCmd(a))
-	root.AddCommand(newOSCmd(a))
-	root.AddCommand(newBackupCmd(a))
-	for _, c := range rootExtra {
-		root.AddCommand(c)
-	}
-
-	// The flags are read back through the parsed flag set, where Changed
-	// tells a given flag from its default.
-	// The presets are taken now, so a tree run twice resolves the same way.
-	preset := paths{runDir: env.RunDir, socket: env.Socket, stateDir: env.StateDir}
-	presetDial, presetConsole := env.Dial, env.Console
-	resolve := func(cmd *cobra.Command) {
-		env.resolve(cmd.Flags(), preset)
-		env.selectDial(cmd.Flags(), rf, presetDial, presetConsole)
-	}
-	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { resolve(cmd) }
-	chainPreRun(root, resolve)
-	return root
-}
-
-// chainPreRun makes every command below root that has its own persistent
-// pre-run hook (cobra runs only the nearest one) resolve the settings first,
-// so commands added by other packages see them too.
-func chainPreRun(root *cobra.Command, resolve func(*cobra.Command)) {
-	for _, c := range root.Commands() {
-		switch {
-		case c.PersistentPreRunE != nil:
-			inner := c.PersistentPreRunE
-			c.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
-				resolve(cmd)
-				return inner(cmd, args)
-			}
-		case c.PersistentPreRun != nil:
-			inner := c.PersistentPreRun
-			c.PersistentPreRun = func(cmd *cobra.Command, args []string) {
-				resolve(cmd)
-				inner(cmd, args)
-			}
-		}
-		chainPreRun(c, resolve)
-	}
 }
 
 // app carries the environment into the command constructors.

@@ -12,14 +12,17 @@ import (
 	"github.com/corral/corral/internal/luxi"
 )
 
-func newClusterCmd(a *app) *cobra.Command {
-	c := newGroup("cluster", "Cluster-wide information and settings",
+func clusterHead() *cobra.Command {
+	return newGroup("cluster", "Cluster-wide information and settings",
 		"  corral cluster info\n  corral cluster verify\n  corral cluster modify --max-running-jobs 10")
-	c.AddCommand(a.clusterInfoCmd(), a.clusterVerifyCmd(), a.clusterModifyCmd(), a.clusterQueueCmd(), a.clusterWatcherCmd(),
+}
+
+func (a *app) addClusterCommands(c *cobra.Command) {
+	c.AddCommand(a.clusterInfoCmd(), a.clusterVerifyCmd(), a.clusterModifyCmd(), a.clusterQueueCmd(), a.clusterWatcherCmd(), a.clusterReconcilerCmd(),
 		a.clusterMasterFailoverCmd())
 	c.AddCommand(a.clusterUpgradeSSHCmd())
+	c.AddCommand(a.clusterMaintCommands()...)
 	c.AddCommand(tagCommands(a, "cluster")...)
-	return c
 }
 
 func (a *app) clusterInfoCmd() *cobra.Command {
@@ -115,6 +118,7 @@ func (a *app) clusterModifyCmd() *cobra.Command {
 	var (
 		poolSize, maxRunning, queueSize int
 		macPrefix, hvs, templates       string
+		sharedFileDir                   string
 		hvSpecs, osSpecs                []string
 		be, nic, hiddenOS, blackOS      string
 		applyUIDs                       func(map[string]any) error
@@ -148,6 +152,9 @@ commas, with "hv:" or "os:" in front where a hypervisor or OS is named; in
 			}
 			if fl.Changed("mac-prefix") {
 				op["mac_prefix"] = macPrefix
+			}
+			if fl.Changed("shared-file-storage-dir") {
+				op["shared_file_storage_dir"] = sharedFileDir
 			}
 			lists := []struct {
 				flag, param, val string
@@ -216,8 +223,9 @@ commas, with "hv:" or "os:" in front where a hypervisor or OS is named; in
 	f.IntVar(&maxRunning, "max-running-jobs", 0, "how many jobs may run at the same time")
 	f.IntVar(&queueSize, "job-queue-size", 0, "how many jobs the queue may hold")
 	f.StringVar(&macPrefix, "mac-prefix", "", "prefix of generated MAC addresses (three octets, e.g. aa:00:00)")
+	f.StringVar(&sharedFileDir, "shared-file-storage-dir", "", "directory of the sharedfile template, mounted at this path on every node")
 	f.StringVar(&hvs, "enabled-hypervisors", "", "comma-separated hypervisors instances may use; the first is the default")
-	f.StringVar(&templates, "enabled-disk-templates", "", "comma-separated disk templates instances may use (diskless, file)")
+	f.StringVar(&templates, "enabled-disk-templates", "", "comma-separated disk templates instances may use (diskless, file, rbd)")
 	f.StringArrayVarP(&hvSpecs, "hypervisor-parameters", "H", nil, "hypervisor defaults, HV:key=value,... (repeatable)")
 	f.StringVarP(&be, "backend-parameters", "B", "", "backend defaults, key=value,... (memory, maxmem, minmem with units; vcpus; auto_balance)")
 	f.StringVarP(&nic, "nic-parameters", "N", "", "NIC defaults, key=value,... (mode=bridged|routed, link=BRIDGE)")

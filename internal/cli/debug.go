@@ -11,11 +11,13 @@ import (
 	"github.com/corral/corral/internal/luxi"
 )
 
-func newDebugCmd(a *app) *cobra.Command {
-	c := newGroup("debug", "Tools for testing and debugging the cluster",
+func debugHead() *cobra.Command {
+	return newGroup("debug", "Tools for testing and debugging the cluster",
 		"  corral debug delay 10\n  corral debug locks\n  corral debug notify my-event")
+}
+
+func (a *app) addDebugCommands(c *cobra.Command) {
 	c.AddCommand(a.debugDelayCmd(), a.debugLocksCmd(), a.debugNotifyCmd())
-	return c
 }
 
 func (a *app) debugDelayCmd() *cobra.Command {

@@ -96,7 +96,8 @@ func (a *app) instanceGrowDiskCmd() *cobra.Command {
 		Short: "Grow one disk of an instance",
 		Long: `Grow disk DISK (its index, from 0) of an instance by AMOUNT, or to AMOUNT
 with --absolute (OP_INSTANCE_GROW_DISK). AMOUNT is in MiB unless it has a unit:
-m, g or t. Disks never shrink. A kvm instance must be stopped first.`,
+m, g or t. Disks never shrink. A running kvm instance with paravirtual disks sees
+the new size at once; with other disk types it must be stopped first.`,
 		Example: "  corral instance grow-disk web1 0 1G\n  corral instance grow-disk --absolute web1 0 20G",
 		Args:    exactArgs(3, "the instance name, the disk index and the amount"),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -62,13 +62,16 @@ func groupInfoFields() []infoField {
 	}
 }
 
-func newGroupCmd(a *app) *cobra.Command {
-	c := newGroup("group", "Manage node groups",
+func groupHead() *cobra.Command {
+	return newGroup("group", "Manage node groups",
 		"  corral group list\n  corral group add rack2 --alloc-policy last_resort\n  corral group assign-nodes rack2 node3")
+}
+
+func (a *app) addGroupCommands(c *cobra.Command) {
 	c.AddCommand(a.groupListCmd(), a.groupInfoCmd(), a.groupAddCmd(), a.groupRemoveCmd(), a.groupModifyCmd(),
-		a.groupRenameCmd(), a.groupAssignNodesCmd())
+		a.groupRenameCmd(), a.groupAssignNodesCmd(), a.groupEvacuateCmd())
 	c.AddCommand(tagCommands(a, "nodegroup")...)
-	return c
+	c.AddCommand(a.listFieldsCmd("group", "group", "node groups"))
 }
 
 func queryGroups(ctx context.Context, c *luxi.Client, names, fields []string) ([][]any, error) {
@@ -87,7 +90,7 @@ Fields: name, uuid, alloc_policy, node_cnt, node_list, pinst_cnt, ndparams,
 custom_ndparams, diskparams, custom_diskparams, ipolicy, custom_ipolicy, tags,
 ctime, mtime, serial_no.`,
 		Example: "  corral group list\n  corral group list -o name,node_list --no-headers\n  corral group list -o +uuid --separator :",
-		RunE:    a.listRun(&o, defaultGroupFields(), groupField, queryGroups),
+		RunE:    a.listRun(&o, defaultGroupFields(), groupField, o.filteredRows("group", queryGroups)),
 	}
 	addListFlags(cmd, &o, defaultGroupFields(), false)
 	return cmd

@@ -18,20 +18,25 @@ func defaultInstanceFields() []string {
 	return []string{"name", "hypervisor", "os", "pnode", "status", "oper_ram"}
 }
 
-func newInstanceCmd(a *app) *cobra.Command {
-	c := newGroup("instance", "Manage instances (virtual machines)",
+func instanceHead() *cobra.Command {
+	return newGroup("instance", "Manage instances (virtual machines)",
 		"  corral instance list\n  corral instance add -t file -o debootstrap -s 10G web1\n  corral instance shutdown web1", "i")
+}
+
+func (a *app) addInstanceCommands(c *cobra.Command) {
 	c.AddCommand(a.instanceAddCmd(), a.instanceListCmd(), a.instanceInfoCmd(), a.instanceConsoleCmd(), a.instanceMoveCmd())
 	c.AddCommand(a.instanceOpCmds()...)
+	c.AddCommand(a.instanceRescueCmds()...)
 	c.AddCommand(a.instanceDiskCmds()...)
 	c.AddCommand(tagCommands(a, "instance")...)
-	return c
+	c.AddCommand(a.listFieldsCmd("instance", "instance", "instances"))
 }
 
 func (a *app) instanceAddCmd() *cobra.Command {
 	var o jobOpts
 	var (
 		template, osType, node, size, hv, be, osp string
+		ospPriv, ialloc                           string
 		disks, nets                               []string
 		noNICs, noStart, noInstall, forceVariant  bool
 		ignoreIPolicy                             bool
@@ -94,8 +99,14 @@ without --net the instance gets one NIC with the cluster's defaults, with
 			if osType != "" {
 				op["os_type"] = osType
 			}
+			if node != "" && ialloc != "" {
+				return usagef("--node and --iallocator exclude each other")
+			}
 			if node != "" {
 				op["pnode"] = node
+			}
+			if ialloc != "" {
+				op["iallocator"] = ialloc
 			}
 			if err := applyHVBE(op, hv, be); err != nil {
 				return err
@@ -105,21 +116,28 @@ without --net the instance gets one NIC with the cluster's defaults, with
 					return err
 				}
 			}
+			if ospPriv != "" {
+				if op["osparams_private"], err = parseParams("--os-parameters-private", ospPriv, false); err != nil {
+					return err
+				}
+			}
 			return a.runJob(cmd, &o, op, nil)
 		},
 	}
 	addJobFlags(cmd, &o, true)
 	f := cmd.Flags()
-	f.StringVarP(&template, "disk-template", "t", "", "disk template: diskless or file (required)")
+	f.StringVarP(&template, "disk-template", "t", "", "disk template: diskless, file or rbd (required)")
 	f.StringVarP(&osType, "os-type", "o", "", "OS to install, OS or OS+variant")
 	f.StringVarP(&node, "node", "n", "", "primary node (default: chosen by the master)")
 	f.StringArrayVar(&disks, "disk", nil, "a disk: N:size=SIZE[,mode=rw|ro] (repeatable, N from 0)")
 	f.StringVarP(&size, "os-size", "s", "", "size of a single disk, e.g. 10G (instead of --disk)")
-	f.StringArrayVar(&nets, "net", nil, "a NIC: N:mode=bridged|routed,link=..,mac=auto|MAC,ip=.. (repeatable, N from 0)")
+	f.StringArrayVar(&nets, "net", nil, "a NIC: N:mode=bridged|routed,link=..,mac=auto|MAC,ip=.. or N:network=NAME,ip=pool|ADDR (repeatable, N from 0)")
 	f.BoolVar(&noNICs, "no-nics", false, "create the instance without network interfaces")
 	f.StringVarP(&hv, "hypervisor-parameters", "H", "", "hypervisor and its parameters: HV[:key=value,...]")
 	f.StringVarP(&be, "backend-parameters", "B", "", "backend parameters: memory=SIZE,maxmem=SIZE,minmem=SIZE,vcpus=N,...")
 	f.StringVarP(&osp, "os-parameters", "O", "", "OS parameters: key=value,...")
+	f.StringVar(&ospPriv, "os-parameters-private", "", "private OS parameters: key=value,... (kept out of job results, logs and queries)")
+	f.StringVarP(&ialloc, "iallocator", "I", "", "allocator choosing the primary node (a name in the iallocator search path)")
 	f.BoolVar(&noStart, "no-start", false, "do not start the instance after creating it")
 	f.BoolVar(&noInstall, "no-install", false, "do not install the OS (the disks stay empty)")
 	f.BoolVar(&forceVariant, "force-variant", false, "accept an OS variant the OS does not declare")
@@ -143,9 +161,9 @@ disk_usage, nic.count, nic.macs, nic.ips, nic.modes, nic.links, network_port,
 be/memory, be/vcpus, beparams, hvparams, osparams, tags, ctime, mtime,
 serial_no.`,
 		Example: "  corral instance list\n  corral instance list -o name,status --no-headers\n  corral instance list -o +disk.sizes --units g web1 web2",
-		RunE: a.listRun(&o, defaultInstanceFields(), instanceField, func(ctx context.Context, c *luxi.Client, names, fields []string) ([][]any, error) {
+		RunE: a.listRun(&o, defaultInstanceFields(), instanceField, o.filteredRows("instance", func(ctx context.Context, c *luxi.Client, names, fields []string) ([][]any, error) {
 			return c.QueryInstances(ctx, names, fields, false)
-		}),
+		})),
 	}
 	addListFlags(cmd, &o, defaultInstanceFields(), true)
 	return cmd

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"fmt"
+	"github.com/corral/corral/internal/kvopts"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -12,7 +13,8 @@ import (
 // named instance.
 func (a *app) instanceOpCmds() []*cobra.Command {
 	return []*cobra.Command{a.instanceStartupCmd(), a.instanceShutdownCmd(), a.instanceRebootCmd(),
-		a.instanceRemoveCmd(), a.instanceReinstallCmd(), a.instanceRenameCmd(), a.instanceModifyCmd()}
+		a.instanceRemoveCmd(), a.instanceReinstallCmd(), a.instanceRenameCmd(), a.instanceModifyCmd(),
+		a.instanceMigrateCmd(), a.instanceFailoverCmd()}
 }
 
 func (a *app) instanceStartupCmd() *cobra.Command {
@@ -165,7 +167,7 @@ unless -f is given.`,
 
 func (a *app) instanceReinstallCmd() *cobra.Command {
 	var o jobOpts
-	var osType, osp string
+	var osType, osp, ospPriv string
 	var forceVariant, force bool
 	cmd := &cobra.Command{
 		Use:   "reinstall NAME",
@@ -187,6 +189,13 @@ confirmation on a terminal; without a terminal it refuses unless -f is given.`,
 				}
 				op["osparams"] = p
 			}
+			if ospPriv != "" {
+				p, err := parseParams("--os-parameters-private", ospPriv, false)
+				if err != nil {
+					return err
+				}
+				op["osparams_private"] = p
+			}
 			if forceVariant {
 				op["force_variant"] = true
 			}
@@ -202,6 +211,7 @@ confirmation on a terminal; without a terminal it refuses unless -f is given.`,
 	f := cmd.Flags()
 	f.StringVarP(&osType, "os-type", "o", "", "install this OS (OS or OS+variant) instead of the current one")
 	f.StringVarP(&osp, "os-parameters", "O", "", "OS parameters: key=value,...")
+	f.StringVar(&ospPriv, "os-parameters-private", "", "private OS parameters: key=value,... (kept out of job results, logs and queries)")
 	f.BoolVar(&forceVariant, "force-variant", false, "accept an OS variant the OS does not declare")
 	f.BoolVarP(&force, "force", "f", false, "do not ask for confirmation")
 	return cmd
@@ -226,15 +236,23 @@ func (a *app) instanceRenameCmd() *cobra.Command {
 
 func (a *app) instanceModifyCmd() *cobra.Command {
 	var o jobOpts
-	var hv, be, osp, osName string
-	var forceVariant, force, ignoreIPolicy bool
+	var hv, be, osp, ospPriv, osName, template string
+	var forceVariant, force, ignoreIPolicy, hotplug, hotplugIfPossible bool
+	var disks, nets []string
+	var runtimeMem, newPrimary string
 	cmd := &cobra.Command{
 		Use:   "modify [flags] NAME",
 		Short: "Change an instance's parameters",
 		Long: `Change an instance's parameters (OP_INSTANCE_SET_PARAMS) and print what changed.
 In -H, -B and -O, "-key" drops the instance's own value so the cluster default
-applies again. Most changes take effect at the next start.`,
-		Example: "  corral instance modify -B memory=2G,vcpus=2 web1\n  corral instance modify -H -kernel_path web1\n  corral instance modify --os-type debootstrap+trixie web1",
+applies again. Most changes take effect at the next start.
+
+--disk and --net add, remove and change devices: "add:size=1G" or "add:link=br0"
+adds one at the end, "N:add,..." at index N, "N:remove" removes device N,
+"N:mode=ro" or "N:modify,ip=192.0.2.7" changes it. With --hotplug a running kvm
+instance gets the change at once; otherwise it takes effect at the next start.
+-m sets the memory of the running instance (balloon), within minmem..maxmem.`,
+		Example: "  corral instance modify -B memory=2G,vcpus=2 web1\n  corral instance modify --hotplug --disk add:size=1G --net add:link=br0 web1\n  corral instance modify --hotplug --disk 1:remove web1\n  corral instance modify -m 512M web1\n  corral instance modify -H -kernel_path web1\n  corral instance modify --os-type debootstrap+trixie web1\n  corral instance modify -t rbd web1   # stopped; copies the disks into Ceph",
 		Args:    exactArgs(1, "the instance name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			op := map[string]any{"OP_ID": "OP_INSTANCE_SET_PARAMS", "instance_name": args[0]}
@@ -254,8 +272,36 @@ applies again. Most changes take effect at the next start.`,
 					return err
 				}
 			}
+			if ospPriv != "" {
+				if op["osparams_private"], err = parseParams("--os-parameters-private", ospPriv, true); err != nil {
+					return err
+				}
+			}
 			if osName != "" {
 				op["os_name"] = osName
+			}
+			if template != "" {
+				op["disk_template"] = template
+			}
+			if len(disks) > 0 {
+				if op["disks"], err = parseDevModFlags("--disk", disks, true); err != nil {
+					return err
+				}
+			}
+			if len(nets) > 0 {
+				if op["nics"], err = parseDevModFlags("--net", nets, false); err != nil {
+					return err
+				}
+			}
+			if newPrimary != "" {
+				op["pnode"] = newPrimary
+			}
+			if runtimeMem != "" {
+				n, err := kvopts.ParseUnitMiB(runtimeMem)
+				if err != nil {
+					return flagErr("--runtime-memory", err)
+				}
+				op["runtime_mem"] = n
 			}
 			if len(op) == 2 {
 				return usagef("give at least one parameter to change")
@@ -269,6 +315,12 @@ applies again. Most changes take effect at the next start.`,
 			if ignoreIPolicy {
 				op["ignore_ipolicy"] = true
 			}
+			if hotplug {
+				op["hotplug"] = true
+			}
+			if hotplugIfPossible {
+				op["hotplug_if_possible"] = true
+			}
 			return a.runJob(cmd, &o, op, changesPrinter("instance", args[0]))
 		},
 	}
@@ -277,10 +329,18 @@ applies again. Most changes take effect at the next start.`,
 	f.StringVarP(&hv, "hypervisor-parameters", "H", "", "hypervisor parameters: key=value,...; -key resets")
 	f.StringVarP(&be, "backend-parameters", "B", "", "backend parameters: memory=SIZE,vcpus=N,...; -key resets")
 	f.StringVarP(&osp, "os-parameters", "O", "", "OS parameters: key=value,...; -key resets")
+	f.StringVar(&ospPriv, "os-parameters-private", "", "private OS parameters: key=value,...; -key resets (values never shown)")
 	f.StringVar(&osName, "os-type", "", "change the instance's OS (used at the next reinstall)")
+	f.StringVarP(&template, "disk-template", "t", "", "convert a stopped instance's disks to this template (file or rbd)")
 	f.BoolVar(&forceVariant, "force-variant", false, "accept an OS variant the OS does not declare")
 	f.BoolVarP(&force, "force", "f", false, "skip the free memory check of the primary node")
 	f.BoolVar(&ignoreIPolicy, "ignore-ipolicy", false, "accept memory, vcpus and spindle use outside the instance policy")
+	f.StringArrayVar(&disks, "disk", nil, "add, remove or change a disk: add:size=SIZE[,mode=rw|ro,name=N], N:remove, N:mode=ro (repeatable)")
+	f.StringArrayVar(&nets, "net", nil, "add, remove or change a NIC: add[:mode=M,link=L,ip=IP,mac=MAC], N:remove, N:ip=IP (repeatable)")
+	f.BoolVar(&hotplug, "hotplug", false, "apply disk and NIC changes to the running instance at once (kvm)")
+	f.BoolVar(&hotplugIfPossible, "hotplug-if-possible", false, "hotplug where the instance allows it, else change at the next start")
+	f.StringVarP(&runtimeMem, "runtime-memory", "m", "", "memory of the running instance (balloon), e.g. 512M")
+	f.StringVar(&newPrimary, "new-primary", "", "new primary node of a stopped sharedfile, rbd or diskless instance")
 	return cmd
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,46 +25,35 @@ func jobInfoFields() []string {
 // jobTimeLayout shows job times to the microsecond, as Ganeti does.
 const jobTimeLayout = "2006-01-02 15:04:05.000000"
 
-func newJobCmd(a *app) *cobra.Command {
-	c := newGroup("job", "Inspect and control jobs",
+func jobHead() *cobra.Command {
+	return newGroup("job", "Inspect and control jobs",
 		"  corral job list --running\n  corral job watch 42\n  corral job cancel 42")
+}
+
+func (a *app) addJobCommands(c *cobra.Command) {
 	c.AddCommand(a.jobListCmd(), a.jobInfoCmd(), a.jobWatchCmd(), a.jobCancelCmd(), a.jobArchiveCmd(),
-		a.jobAutoArchiveCmd(), a.jobChangePriorityCmd())
-	return c
+		a.jobAutoArchiveCmd(), a.jobChangePriorityCmd(), a.listFieldsCmd("job", "job", "jobs"))
 }
 
 func (a *app) jobListCmd() *cobra.Command {
 	var o listOpts
-	var running, pending, finished, failed bool
+	var sel jobStatusSelection
 	cmd := &cobra.Command{
-		Use:     "list",
+		Use:     "list [ID...]",
 		Aliases: []string{"ls"},
 		Short:   "List jobs",
-		Long: `List the jobs in the queue (not the archived ones) in a table.
+		Long: `List the jobs in the queue (not the archived ones) in a table: all, the
+ones with the ids given, or those a query filter selects (-F).
 
 Fields: id, status, priority, summary, ops, opstatus, opresult, oplog,
-opstart, opexec, opend, oppriority, received_ts, start_ts, end_ts, archived.`,
-		Example: "  corral job list\n  corral job list --running -o id,summary,start_ts\n  corral job list --error --no-headers --separator ' '",
-		Args:    noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var want []string
-			n := 0
-			for _, s := range []struct {
-				on       bool
-				statuses []string
-			}{
-				{running, []string{"running"}},
-				{pending, []string{"queued", "waiting"}},
-				{finished, []string{"success", "error", "canceled"}},
-				{failed, []string{"error"}},
-			} {
-				if s.on {
-					n++
-					want = s.statuses
-				}
-			}
-			if n > 1 {
-				return usagef("--running, --pending, --finished and --error exclude each other")
+opstart, opexec, opend, oppriority, received_ts, start_ts, end_ts, archived
+(corral job list-fields describes them).`,
+		Example: "  corral job list\n  corral job list --running -o id,summary,start_ts\n  corral job list --error --no-headers --separator ' '\n" +
+			"  corral job list -F 'id > 100 and status == \"error\"'",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			want, err := sel.statuses()
+			if err != nil {
+				return err
 			}
 			fields, err := selectFields(o.output, defaultJobFields())
 			if err != nil {
@@ -73,6 +63,20 @@ opstart, opexec, opend, oppriority, received_ts, start_ts, end_ts, archived.`,
 			if err != nil {
 				return err
 			}
+			flt, err := o.listFilter(args, "id", true)
+			if err != nil {
+				return err
+			}
+			var ids []int64
+			if flt == nil {
+				for _, arg := range args {
+					id, err := strconv.ParseInt(arg, 10, 64)
+					if err != nil {
+						return paramErr("Invalid job ID passed: %s", arg)
+					}
+					ids = append(ids, id)
+				}
+			}
 			query := fields
 			statusAt := slices.Index(fields, "status")
 			if want != nil && statusAt < 0 {
@@ -81,7 +85,12 @@ opstart, opexec, opend, oppriority, received_ts, start_ts, end_ts, archived.`,
 			}
 			ctx := cmd.Context()
 			return a.env.withClient(ctx, func(c *luxi.Client) error {
-				rows, err := c.QueryJobs(ctx, nil, query)
+				var rows [][]any
+				if flt != nil {
+					rows, err = queryFiltered(ctx, c, "job", query, flt)
+				} else {
+					rows, err = c.QueryJobs(ctx, ids, query)
+				}
 				if err != nil {
 					return err
 				}
@@ -103,12 +112,52 @@ opstart, opexec, opend, oppriority, received_ts, start_ts, end_ts, archived.`,
 		},
 	}
 	addListFlags(cmd, &o, defaultJobFields(), false)
-	fl := cmd.Flags()
-	fl.BoolVar(&running, "running", false, "show only running jobs")
-	fl.BoolVar(&pending, "pending", false, "show only jobs not started yet (queued or waiting)")
-	fl.BoolVar(&finished, "finished", false, "show only finished jobs (success, error or canceled)")
-	fl.BoolVar(&failed, "error", false, "show only failed jobs")
+	sel.addFlags(cmd)
 	return cmd
+}
+
+// jobStatusSelection is job list's --running, --pending, ... flags.
+type jobStatusSelection struct {
+	running, pending, finished, failed, queued, waiting, succeeded bool
+}
+
+func (s *jobStatusSelection) addFlags(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.BoolVar(&s.running, "running", false, "show only running jobs")
+	fl.BoolVar(&s.pending, "pending", false, "show only jobs pending execution or being canceled (queued, waiting or canceling)")
+	fl.BoolVar(&s.queued, "queued", false, "show only queued jobs")
+	fl.BoolVar(&s.waiting, "waiting", false, "show only jobs waiting for locks or an event")
+	fl.BoolVar(&s.finished, "finished", false, "show only finished jobs (success, error or canceled)")
+	fl.BoolVar(&s.succeeded, "success", false, "show only jobs that succeeded")
+	fl.BoolVar(&s.failed, "error", false, "show only failed jobs")
+}
+
+// statuses are the job statuses selected (nil: all); the flags exclude
+// each other.
+func (s *jobStatusSelection) statuses() ([]string, error) {
+	var want []string
+	n := 0
+	for _, c := range []struct {
+		on       bool
+		statuses []string
+	}{
+		{s.running, []string{"running"}},
+		{s.pending, []string{"queued", "waiting", "canceling"}},
+		{s.finished, []string{"success", "error", "canceled"}},
+		{s.failed, []string{"error"}},
+		{s.queued, []string{"queued"}},
+		{s.waiting, []string{"waiting"}},
+		{s.succeeded, []string{"success"}},
+	} {
+		if c.on {
+			n++
+			want = c.statuses
+		}
+	}
+	if n > 1 {
+		return nil, usagef("--running, --pending, --queued, --waiting, --finished, --success and --error exclude each other")
+	}
+	return want, nil
 }
 
 func (a *app) jobInfoCmd() *cobra.Command {

@@ -48,12 +48,17 @@ func nodeInfoFields() []infoField {
 	}
 }
 
-func newNodeCmd(a *app) *cobra.Command {
-	c := newGroup("node", "Manage the cluster's nodes",
+func nodeHead() *cobra.Command {
+	return newGroup("node", "Manage the cluster's nodes",
 		"  corral node list\n  corral node join-token node2\n  corral node add node2 --ip 192.0.2.12")
+}
+
+func (a *app) addNodeCommands(c *cobra.Command) {
 	c.AddCommand(a.nodeListCmd(), a.nodeInfoCmd(), a.nodeAddCmd(), a.nodeRemoveCmd(), a.nodeModifyCmd(), a.nodeJoinTokenCmd())
+	c.AddCommand(a.nodePowercycleCmd())
+	c.AddCommand(a.nodeMigrateCmd(), a.nodeEvacuateCmd(), a.nodeFailoverCmd())
 	c.AddCommand(tagCommands(a, "node")...)
-	return c
+	c.AddCommand(a.listFieldsCmd("node", "node", "nodes"))
 }
 
 func queryNodes(ctx context.Context, c *luxi.Client, names, fields []string) ([][]any, error) {
@@ -75,7 +80,7 @@ master_capable, vm_capable, offline, drained, mtotal, mnode, mfree, dtotal,
 dfree, ctotal, pinst_cnt, pinst_list, sinst_cnt, sinst_list, ndparams, tags,
 ctime, mtime, serial_no.`,
 		Example: "  corral node list\n  corral node list -o name,pip,role --no-headers\n  corral node list -o +pip --separator :",
-		RunE:    a.listRun(&o, defaultNodeFields(), nodeField, queryNodes),
+		RunE:    a.listRun(&o, defaultNodeFields(), nodeField, o.filteredRows("node", queryNodes)),
 	}
 	addListFlags(cmd, &o, defaultNodeFields(), true)
 	return cmd
@@ -124,6 +129,7 @@ func (fs yesNoFlags) fill(cmd *cobra.Command, op map[string]any) (bool, error) {
 
 func (a *app) nodeAddCmd() *cobra.Command {
 	var ip, sip, group string
+	var readd bool
 	yn := yesNoFlags{
 		{flag: "master-capable", param: "master_capable", usage: "yes|no: whether the node may become a master candidate"},
 		{flag: "vm-capable", param: "vm_capable", usage: "yes|no: whether the node may run instances"},
@@ -147,6 +153,9 @@ a token from "corral node join-token", which gave it its certificate.`,
 		if fl.Changed("group") {
 			op["group"] = group
 		}
+		if readd {
+			op["readd"] = true
+		}
 		if _, err := yn.fill(cmd, op); err != nil {
 			return nil, nil, err
 		}
@@ -156,6 +165,7 @@ a token from "corral node join-token", which gave it its certificate.`,
 	f.StringVar(&ip, "ip", "", "the node's primary IP address")
 	f.StringVar(&sip, "secondary-ip", "", "the node's secondary (replication) IP address")
 	f.StringVarP(&group, "group", "g", "", "node group to put the node in (default: the default group)")
+	f.BoolVar(&readd, "readd", false, "bring back a node that is in the configuration (offline, or reinstalled and joined again with 'join-token --readd')")
 	yn.add(cmd)
 	return cmd
 }
@@ -175,6 +185,7 @@ func (a *app) nodeRemoveCmd() *cobra.Command {
 
 func (a *app) nodeModifyCmd() *cobra.Command {
 	var force, autoPromote bool
+	var ndparams, sip string
 	yn := yesNoFlags{
 		{flag: "master-candidate", param: "master_candidate", usage: "yes|no: make the node a master candidate, or demote it"},
 		{flag: "offline", param: "offline", usage: "yes|no: mark the node offline (unreachable, ignored) or back online"},
@@ -184,16 +195,29 @@ func (a *app) nodeModifyCmd() *cobra.Command {
 	}
 	cmd := a.jobCmd(&cobra.Command{
 		Use:   "modify NAME",
-		Short: "Change a node's flags",
-		Long: `Change a node's flags (OP_NODE_SET_PARAMS) and print what changed, as
-" - param -> value" lines.`,
-		Example: "  corral node modify node2 --drained yes\n  corral node modify node2 --offline no --master-candidate yes",
+		Short: "Change a node's flags and parameters",
+		Long: `Change a node's flags, node parameters (-N) or secondary IP (-s)
+(OP_NODE_SET_PARAMS) and print what changed, as " - param -> value" lines.`,
+		Example: "  corral node modify node2 --drained yes\n  corral node modify node2 --offline no --master-candidate yes\n  corral node modify node2 -N ssh_port=2222",
 		Args:    exactArgs(1, "the node name"),
 	}, func(cmd *cobra.Command, args []string) (map[string]any, resultPrinter, error) {
 		op := map[string]any{"OP_ID": "OP_NODE_SET_PARAMS", "node_name": args[0]}
 		given, err := yn.fill(cmd, op)
 		if err != nil {
 			return nil, nil, err
+		}
+		fl := cmd.Flags()
+		if fl.Changed("node-parameters") {
+			nd, err := parseParams("-N", ndparams, true)
+			if err != nil {
+				return nil, nil, err
+			}
+			op["ndparams"] = nd
+			given = true
+		}
+		if fl.Changed("secondary-ip") {
+			op["secondary_ip"] = sip
+			given = true
 		}
 		if !given {
 			return nil, nil, usagef("give at least one flag to change")
@@ -210,6 +234,8 @@ func (a *app) nodeModifyCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.BoolVarP(&force, "force", "f", false, "force the change (e.g. demoting the last master candidates)")
 	f.BoolVar(&autoPromote, "auto-promote", false, "promote other nodes to keep the candidate pool full")
+	f.StringVarP(&ndparams, "node-parameters", "N", "", "node parameters, key=val,... (e.g. ssh_port=2222); -key resets one to the group's or cluster's value")
+	f.StringVarP(&sip, "secondary-ip", "s", "", "the node's new secondary IP (the node must own it)")
 	return cmd
 }
 
@@ -236,6 +262,7 @@ func changesPrinter(kind, name string) resultPrinter {
 
 func (a *app) nodeJoinTokenCmd() *cobra.Command {
 	var ttl string
+	var readd bool
 	cmd := &cobra.Command{
 		Use:   "join-token NAME",
 		Short: "Make a one-time token for a new node to join with",
@@ -254,17 +281,26 @@ it with "corral node add". The token is a secret: pass it on privately.`,
 			ctx := cmd.Context()
 			return a.env.withClient(ctx, func(c *luxi.Client) error {
 				var token string
-				if err := c.Call(ctx, "CreateJoinToken", []any{node, d.Seconds()}, &token); err != nil {
+				args := []any{node, d.Seconds()}
+				if readd {
+					args = append(args, true)
+				}
+				if err := c.Call(ctx, "CreateJoinToken", args, &token); err != nil {
 					return err
 				}
+				add := "corral node add " + node + " --ip ADDRESS"
+				if readd {
+					add = "corral node add --readd " + node
+				}
 				fmt.Fprintf(cmd.OutOrStdout(), "Join token for node %s (valid for %s, usable once):\n%s\n\n"+
-					"On %s, run as root:\n  corral-node join %s\nthen add it to the cluster:\n  corral node add %s --ip ADDRESS\n",
-					node, d, token, node, token, node)
+					"On %s, run as root:\n  corral-node join %s\nthen add it to the cluster:\n  %s\n",
+					node, d, token, node, token, add)
 				return nil
 			})
 		},
 	}
 	cmd.Flags().StringVar(&ttl, "ttl", "1h", "how long the token stays valid: 90m, 1h30m, 2d, or seconds (at most 7d)")
+	cmd.Flags().BoolVar(&readd, "readd", false, "for a node already in the cluster that lost its certificate (reinstalled): add it back with 'node add --readd'")
 	return cmd
 }
 

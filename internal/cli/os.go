@@ -11,11 +11,13 @@ import (
 	"github.com/corral/corral/internal/ecode"
 )
 
-func newOSCmd(a *app) *cobra.Command {
-	c := newGroup("os", "Show the OS definitions instances are installed with",
-		"  corral os list\n  corral os info debootstrap\n  corral os diagnose")
-	c.AddCommand(a.osListCmd(), a.osDiagnoseCmd(), a.osInfoCmd())
-	return c
+func osHead() *cobra.Command {
+	return newGroup("os", "Show the OS definitions instances are installed with",
+		"  corral os list\n  corral os info debootstrap\n  corral os diagnose\n  corral os modify debootstrap --hidden yes")
+}
+
+func (a *app) addOSCommands(c *cobra.Command) {
+	c.AddCommand(a.osListCmd(), a.osDiagnoseCmd(), a.osInfoCmd(), a.osModifyCmd())
 }
 
 func (a *app) osListCmd() *cobra.Command {

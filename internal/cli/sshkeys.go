@@ -10,6 +10,8 @@ func sshModifyFlags() yesNoFlags {
 		{flag: "modify-ssh-setup", param: "modify_ssh_setup", usage: "yes|no: whether Corral manages the nodes' SSH keys and authorized_keys"},
 		{flag: "master-capability-rapi-modifiable", param: "master_capability_rapi_modifiable",
 			usage: "yes|no: whether RAPI may change master_capable; when no, only master capable nodes are potential master candidates"},
+		{flag: "auto-failover", param: "auto_failover",
+			usage: "yes|no: whether the watcher fails over the instances of a node declared offline (off by default)"},
 	}
 }
 

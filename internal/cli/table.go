@@ -221,6 +221,7 @@ type listOpts struct {
 	noHeaders bool
 	separator string
 	units     string
+	filter    bool // -F: the argument is a query filter (queryfilter.go)
 }
 
 func addListFlags(cmd *cobra.Command, o *listOpts, defaults []string, units bool) {
@@ -228,6 +229,7 @@ func addListFlags(cmd *cobra.Command, o *listOpts, defaults []string, units bool
 	f.StringVarP(&o.output, "output", "o", "", fmt.Sprintf("comma-separated fields to show; \"+f1,f2\" appends to the defaults (%s)", strings.Join(defaults, ",")))
 	f.BoolVar(&o.noHeaders, "no-headers", false, "do not print the header line")
 	f.StringVar(&o.separator, "separator", "", "join the fields with this string instead of aligning them in columns")
+	f.BoolVarP(&o.filter, "filter", "F", false, `take the argument as a query filter, e.g. 'status == "running" and not "gpu" in tags' (a single argument with spaces, quotes or operators is one anyway)`)
 	if units {
 		f.StringVar(&o.units, "units", "", "units of sizes: h (human: 512M, 1.9G, 2.0T), m (MiB), g (GiB) or t (TiB); default h, or m with --separator")
 	}

@@ -22,14 +22,14 @@ import (
 func tagCommands(a *app, kind string) []*cobra.Command {
 	named := kind != opcodes.TagCluster
 	what := map[string]string{opcodes.TagInstance: "instance", opcodes.TagNode: "node",
-		opcodes.TagNodeGroup: "node group", opcodes.TagCluster: "cluster"}[kind]
+		opcodes.TagNodeGroup: "node group", opcodes.TagCluster: "cluster", opcodes.TagNetwork: "network"}[kind]
 	group := map[string]string{opcodes.TagInstance: "instance", opcodes.TagNode: "node",
-		opcodes.TagNodeGroup: "group", opcodes.TagCluster: "cluster"}[kind]
+		opcodes.TagNodeGroup: "group", opcodes.TagCluster: "cluster", opcodes.TagNetwork: "network"}[kind]
 	// example is a sample object name for the help, with its separator.
 	nameUse, example := "", ""
 	if named {
 		nameUse = "NAME "
-		example = map[string]string{opcodes.TagInstance: "web1 ", opcodes.TagNode: "node2 ", opcodes.TagNodeGroup: "default "}[kind]
+		example = map[string]string{opcodes.TagInstance: "web1 ", opcodes.TagNode: "node2 ", opcodes.TagNodeGroup: "default ", opcodes.TagNetwork: "net1 "}[kind]
 	}
 	// split takes the object name off the arguments.
 	split := func(args []string) (string, []string) {

@@ -314,6 +314,9 @@ func (lu *backupExportLU) Prereq(ctx context.Context, p *Processor, op *opcodes.
 	if inst.DiskTemplate == config.DTDiskless {
 		return ecode.Errorf(ecode.State, "Instance '%s' is diskless: there is nothing to export", inst.Name)
 	}
+	if err := refuseInRescue(p, inst, "export it"); err != nil {
+		return err
+	}
 	run, err := p.running(ctx, inst, node)
 	if err != nil {
 		return err
@@ -452,8 +455,8 @@ func (lu *backupExportLU) removeInstance(ctx context.Context, s *StepCtx, inst *
 	ignore := s.Op().Bool("ignore_remove_failures")
 	s.Logf(ctx, "Removing instance %s", inst.Name)
 	for i, d := range inst.Disks {
-		args := nodeapi.DiskArgs{InstanceUUID: inst.UUID, Template: inst.DiskTemplate,
-			Disk: nodeapi.DiskSpec{UUID: d.UUID, Index: i, SizeMiB: d.SizeMiB, Mode: d.Mode}}
+		args := nodeapi.DiskArgs{InstanceUUID: inst.UUID, Template: inst.DiskTemplate, SharedFileDir: s.Cfg().Cluster().SharedFileStorageDir,
+			Disk: nodeapi.DiskSpec{UUID: d.UUID, Index: i, SizeMiB: d.SizeMiB, Mode: d.Mode, Params: s.p.nodeDiskParams(inst.DiskTemplate, node.UUID)}}
 		if err := s.RPC(ctx, node, nodeapi.DiskRemove, args, nil); err != nil {
 			if !ignore {
 				return ecode.ExecErrorf("Could not remove disk %d of instance %s: %v", i, inst.Name, err)
@@ -513,7 +516,7 @@ func (lu *backupExportLU) metadata(p *Processor, inst *config.Instance, node *co
 		e.Disks = append(e.Disks, exportcfg.Disk{Index: i, Name: d.Name, SizeMiB: d.SizeMiB, Dump: dumpName(i), Mode: d.Mode})
 	}
 	for _, n := range inst.NICs {
-		e.NICs = append(e.NICs, exportcfg.NIC{MAC: n.MAC, IP: n.IP, Mode: n.Mode, Link: n.Link, Name: n.Name})
+		e.NICs = append(e.NICs, exportcfg.NIC{MAC: n.MAC, IP: n.IP, Mode: n.Mode, Link: n.Link, Network: n.Network, Name: n.Name})
 	}
 	return e
 }

@@ -177,7 +177,7 @@ func setClusterBEParams(c *config.Cluster, upd map[string]any) error {
 	if err := checkMemoryOrder(be); err != nil {
 		return err
 	}
-	if v := clusterPolicy().violations(beSpec(be, true)); len(v) > 0 {
+	if v := clusterPolicy(c).violations(beSpecs(be, true)); len(v) > 0 {
 		return ecode.Errorf(ecode.Inval, "The cluster's default backend parameters would violate its instance policy: %s", strings.Join(v, ", "))
 	}
 	c.BEParams = be
@@ -226,8 +226,21 @@ func (lu *clusterSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opco
 	if v := op.Str("file_storage_dir"); v != "" {
 		c.FileStorageDir, changed = v, true
 	}
+	if v, ok := op.Params["shared_file_storage_dir"].(string); ok && v != c.SharedFileStorageDir {
+		if err := checkSharedFileDir(p, v); err != nil {
+			return err
+		}
+		c.SharedFileStorageDir, changed = v, true
+	}
 	if v := op.Str("default_iallocator"); v != "" {
 		c.DefaultIAllocator, changed = v, true
+	}
+	if v := op.Params["auto_failover"]; v != nil {
+		b, ok := v.(bool)
+		if !ok {
+			return ecode.Errorf(ecode.Inval, "Parameter auto_failover must be a boolean")
+		}
+		c.AutoFailover, changed = b, true
 	}
 	if l, ok := op.Params["enabled_hypervisors"].([]any); ok {
 		var hvs []string
@@ -252,8 +265,8 @@ func (lu *clusterSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opco
 		var ts []string
 		for _, t := range l {
 			s, _ := t.(string)
-			if s != config.DTDiskless && s != config.DTFile {
-				return ecode.Errorf(ecode.Inval, "Disk template '%s' is not supported (diskless, file)", s)
+			if !diskTemplateSupported(s) {
+				return ecode.Errorf(ecode.Inval, "Disk template '%s' is not supported (%s)", s, strings.Join(supportedDiskTemplates, ", "))
 			}
 			ts = append(ts, s)
 		}
@@ -299,16 +312,26 @@ func (lu *clusterSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opco
 		c.NICParams = config.Fill(c.NICParams, m)
 		changed = true
 	}
-	if m, ok := op.Params["osparams"].(map[string]any); ok {
-		if c.OSParams == nil {
-			c.OSParams = map[string]config.Params{}
+	for _, f := range []struct {
+		param string
+		dst   *map[string]config.Params
+	}{{"osparams", &c.OSParams}, {"osparams_private_cluster", &c.OSParamsPrivate}} {
+		m, ok := op.Params[f.param].(map[string]any)
+		if !ok {
+			continue
+		}
+		if *f.dst == nil {
+			*f.dst = map[string]config.Params{}
 		}
 		for osName, v := range m {
 			upd, ok := v.(map[string]any)
 			if !ok {
-				return ecode.Errorf(ecode.Inval, "osparams for %s must be a dict", osName)
+				return ecode.Errorf(ecode.Inval, "%s for %s must be a dict", f.param, osName)
 			}
-			c.OSParams[osName] = updateParams(c.OSParams[osName], upd)
+			(*f.dst)[osName] = updateParams((*f.dst)[osName], upd)
+			if len((*f.dst)[osName]) == 0 {
+				delete(*f.dst, osName) // as Ganeti: an OS left without parameters goes
+			}
 		}
 		changed = true
 	}
@@ -351,6 +374,12 @@ func (lu *clusterSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opco
 	if err := setUIDPool(op, c, &changed); err != nil {
 		return err
 	}
+	if err := setOSHVParams(op, c, &changed); err != nil {
+		return err
+	}
+	if err := setClusterIPolicy(op, c, &changed); err != nil {
+		return err
+	}
 	if !changed {
 		return ecode.Errorf(ecode.Inval, "Please give at least one of the parameters")
 	}
@@ -368,6 +397,7 @@ func (lu *clusterSetParamsLU) updateStep() Step {
 		lu.Cluster.Meta = cur.Meta
 		lu.Cluster.Epoch = cur.Epoch
 		lu.Cluster.WatcherPauseUntil = cur.WatcherPauseUntil
+		lu.Cluster.ReconcilerPauses = cur.ReconcilerPauses
 		s.Tx().PutCluster(lu.Cluster)
 		return nil
 	}}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/corral/corral/internal/baremetal"
+	"github.com/corral/corral/internal/coe"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -35,6 +37,8 @@ type nodeDouble struct {
 	fail    map[string]error // method -> the error it answers
 	// called, if set, runs after each call is recorded.
 	called func(method string)
+	// withArgs, if set, runs after each call is recorded, with its args.
+	withArgs func(method string, args any)
 	// replies holds the answer of methods the double does not model.
 	replies map[string]any
 }
@@ -48,10 +52,13 @@ func (n *nodeDouble) Call(ctx context.Context, node *config.Node, method, opID s
 	n.calls = append(n.calls, node.Name+" "+method+" "+opID)
 	ch := n.block[method]
 	ferr := n.fail[method]
-	called := n.called
+	called, withArgs := n.called, n.withArgs
 	n.mu.Unlock()
 	if called != nil {
 		called(method)
+	}
+	if withArgs != nil {
+		withArgs(method, args)
 	}
 	if ferr != nil {
 		return ferr
@@ -232,7 +239,7 @@ func TestCreateValidationChangesNothing(t *testing.T) {
 		{create("x7", map[string]any{"os_type": "tiny"}), ecode.Inval, "must include a variant"},
 		{create("x8", map[string]any{"osparams": map[string]any{"nope": "1"}}), ecode.Inval, "has no parameter"},
 		{create("x9", map[string]any{"nics": []any{map[string]any{"mac": "zz"}}}), ecode.Inval, "invalid MAC"},
-		{create("x10", map[string]any{"nics": []any{map[string]any{"mode": "routed"}}}), ecode.Inval, "needs an IP"},
+		{create("x10", map[string]any{"nics": []any{map[string]any{"mode": "routed"}}}), ecode.Inval, "Routed nic mode requires an ip address"},
 		{create("x11", map[string]any{"mode": "clone"}), ecode.Inval, "Invalid instance creation mode 'clone'"},
 		{create("x12", map[string]any{"mode": "remote-import"}), ecode.Inval, "source_instance_name"},
 		{create("x13", map[string]any{"mode": "remote-import", "source_instance_name": "x"}), ecode.Environ, "domain secret"},
@@ -367,6 +374,10 @@ func newEngine(t *testing.T, proc *Processor) *engine.Processor {
 	t.Helper()
 	reg := engine.NewRegistry(opcodes.Default())
 	proc.Register(reg)
+	// The table is corrald's whole one: the bare-metal and COE units
+	// complete it.
+	baremetal.Register(reg, &baremetal.Deps{Cfg: proc.Cfg})
+	coe.Register(reg, &coe.Deps{Cfg: proc.Cfg})
 	if err := reg.Check(); err != nil {
 		t.Fatal(err)
 	}

@@ -57,22 +57,27 @@ func nodeResLock(mode locking.Mode, uuids ...string) locking.Request {
 // parameter filled from the cluster defaults.
 func (p *Processor) Spec(inst *config.Instance) nodeapi.InstanceSpec {
 	c := p.Cfg.Cluster()
-	hv := config.Fill(c.HVParams[inst.Hypervisor], inst.HVParams)
+	hv := config.InstanceHVParams(c, inst)
 	be := config.Fill(c.BEParams, inst.BEParams)
-	osp := config.Fill(c.OSParams[osBase(inst.OS)], inst.OSParams)
-	osp = config.Fill(osp, inst.OSParamsPriv)
+	osp := config.InstanceOSParams(c, inst)
 	s := nodeapi.InstanceSpec{
 		Name: inst.Name, UUID: inst.UUID, OS: inst.OS, Hypervisor: inst.Hypervisor,
 		PrimaryNodeUUID: inst.PrimaryNode, CTime: inst.CTime, MTime: inst.MTime,
 		HVParams: hv.Strings(), BEParams: be.Strings(), OSParams: osp.Strings(),
-		MemoryMiB: config.MemoryMiB(be), VCPUs: config.VCPUs(be), DiskTemplate: inst.DiskTemplate,
-		UIDPool: c.UIDPool,
+		OSParamsPrivate: config.InstancePrivateOSParams(c, inst.OS, inst.OSParamsPriv).Strings(),
+		MemoryMiB:       config.MemoryMiB(be), VCPUs: config.VCPUs(be), DiskTemplate: inst.DiskTemplate,
+		UIDPool: c.UIDPool, SharedFileDir: c.SharedFileStorageDir,
 	}
 	for i, d := range inst.Disks {
-		s.Disks = append(s.Disks, nodeapi.DiskSpec{UUID: d.UUID, Name: d.Name, Index: i, SizeMiB: d.SizeMiB, Mode: d.Mode})
+		s.Disks = append(s.Disks, nodeapi.DiskSpec{UUID: d.UUID, Name: d.Name, Index: i, SizeMiB: d.SizeMiB, Mode: d.Mode, Params: p.nodeDiskParams(inst.DiskTemplate, inst.PrimaryNode)})
 	}
 	for _, n := range inst.NICs {
-		s.NICs = append(s.NICs, nodeapi.NICSpec{UUID: n.UUID, Name: n.Name, MAC: n.MAC, IP: n.IP, Mode: n.Mode, Link: n.Link})
+		nic := nodeapi.NICSpec{UUID: n.UUID, Name: n.Name, MAC: n.MAC, IP: n.IP, Mode: n.Mode, Link: n.Link}
+		if net, ok := p.Cfg.Network(n.Network); ok && n.Network != "" {
+			nic.Network = &nodeapi.NetworkInfo{Name: net.Name, UUID: net.UUID, Tags: net.Tags, Subnet: net.Network,
+				Gateway: net.Gateway, Subnet6: net.Network6, Gateway6: net.Gateway6, MACPrefix: net.MACPrefix}
+		}
+		s.NICs = append(s.NICs, nic)
 	}
 	return s
 }
@@ -134,26 +139,40 @@ func (p *Processor) reserved(nodeUUID string, exclude string) (memMiB, diskMiB i
 type candidate struct {
 	node    *config.Node
 	memFree int64
+	rank    int // 0 in a preferred group, 1 in a last_resort one
 }
 
 // need is what an instance asks of its primary node.
 type need struct {
 	hv, template    string
 	memMiB, diskMiB int64
-	vcpus           int         // checked against the node's CPUs and vcpu-ratio; 0: not checked
-	spec            []specValue // checked against the node's group ipolicy; nil: not checked
-	group           string      // node group uuid the node must be in; "": any
+	vcpus           int            // checked against the node's CPUs and vcpu-ratio; 0: not checked
+	spindles        int            // checked against the node's spindles and spindle-ratio; 0: not checked
+	spec            *instanceSpecs // checked against the node's group ipolicy; nil: not checked
+	group           string         // node group uuid the node must be in; "": any
 }
 
-// allocate picks the vm_capable, online, undrained node with the most free
-// memory that fits the instance (Ganeti's hail would do this; this is the
-// built-in allocator).
+// allocate picks the vm_capable, online, undrained node that fits the
+// instance, in a group whose alloc_policy allows it: one in a preferred
+// group before one in a last_resort group, then the one with the most
+// free memory; never one in an unallocable group (Ganeti's hail does the
+// same; this is the built-in allocator).
 func (p *Processor) allocate(ctx context.Context, nd need) (*config.Node, error) {
 	var cands []candidate
 	var reasons []string
 	for _, n := range p.Cfg.Nodes() {
 		if n.Offline || n.Drained || !n.VMCapable || (nd.group != "" && n.Group != nd.group) {
 			continue
+		}
+		rank := 0
+		if g, ok := p.Cfg.Group(n.Group); ok {
+			switch g.AllocPolicy {
+			case "unallocable":
+				reasons = append(reasons, fmt.Sprintf("%s: node group %s is unallocable", n.Name, g.Name))
+				continue
+			case "last_resort":
+				rank = 1
+			}
 		}
 		pol := p.nodePolicy(n)
 		if nd.spec != nil {
@@ -172,13 +191,18 @@ func (p *Processor) allocate(ctx context.Context, nd need) (*config.Node, error)
 			reasons = append(reasons, fmt.Sprintf("%s: %v", n.Name, err))
 			continue
 		}
-		cands = append(cands, candidate{n, memFree})
+		cands = append(cands, candidate{n, memFree, rank})
 	}
 	if len(cands) == 0 {
 		sort.Strings(reasons)
 		return nil, ecode.Errorf(ecode.NoRes, "Can't find a node with room for the instance: %v", reasons)
 	}
-	sort.SliceStable(cands, func(i, j int) bool { return cands[i].memFree > cands[j].memFree })
+	sort.SliceStable(cands, func(i, j int) bool {
+		if cands[i].rank != cands[j].rank {
+			return cands[i].rank < cands[j].rank
+		}
+		return cands[i].memFree > cands[j].memFree
+	})
 	return cands[0].node, nil
 }
 
@@ -215,8 +239,18 @@ func (p *Processor) checkFacts(n *config.Node, f *nodeapi.NodeInfoReply, pol ins
 	if nd.diskMiB > 0 && diskFree < nd.diskMiB {
 		return 0, ecode.Errorf(ecode.NoRes, "Not enough disk space on node %s: %d MiB free, %d MiB needed", n.Name, diskFree, nd.diskMiB)
 	}
+	// The ratios bound what one instance may ask of the node; the sums
+	// over a node's instances are left to the allocators' documents (see
+	// internal/iallocator), so dense development clusters keep working.
 	if nd.vcpus > 0 {
 		if err := pol.checkVCPUs(n, f.CPUs, nd.vcpus); err != nil {
+			return 0, err
+		}
+	}
+	if nd.spindles > 0 {
+		g, _ := p.Cfg.Group(n.Group)
+		count := config.ParamInt(NodeNDParams(p.Cfg.Cluster(), g, n)["spindle_count"], 1)
+		if err := pol.checkSpindles(n, count, nd.spindles); err != nil {
 			return 0, err
 		}
 	}

@@ -159,13 +159,16 @@ func (lu *instanceDeactivateDisksLU) Result() any { return nil }
 // ---- grow disk
 
 // instanceGrowDiskLU grows one disk to a target size, on the node and in
-// the configuration in the same committed step. A kvm instance must be
-// stopped: qemu is not told about the new size.
+// the configuration in the same committed step; a running kvm instance is
+// then told the new size (block_resize).
 type instanceGrowDiskLU struct {
 	instanceBase
 	Index  int   `json:"index"`
 	Target int64 `json:"target"` // MiB
 	Delta  int64 `json:"delta"`  // MiB
+	// Running is whether the kvm instance ran at the check: qemu is then
+	// told the new size.
+	Running bool `json:"running,omitempty"`
 }
 
 func (lu *instanceGrowDiskLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
@@ -211,9 +214,11 @@ func (lu *instanceGrowDiskLU) Prereq(ctx context.Context, p *Processor, op *opco
 		if err != nil {
 			return err
 		}
-		if run {
-			return ecode.Errorf(ecode.State, "Instance '%s' is running: growing a disk of a running kvm instance is not supported, shut it down first", inst.Name)
+		if run && config.Fill(p.Cfg.Cluster().HVParams[hvKVM], inst.HVParams)["disk_type"] != "paravirtual" {
+			return ecode.Errorf(ecode.State, "Instance '%s' is running with disk_type %v: only paravirtual disks grow while running, shut it down first",
+				inst.Name, config.Fill(p.Cfg.Cluster().HVParams[hvKVM], inst.HVParams)["disk_type"])
 		}
+		lu.Running = run
 	}
 	f, err := p.nodeFacts(ctx, node, inst.Hypervisor, inst.DiskTemplate)
 	if err != nil {
@@ -239,13 +244,27 @@ func (lu *instanceGrowDiskLU) Steps() []Step {
 			return nil
 		}
 		s.Logf(ctx, "Growing disk %d of instance '%s' by %d MiB to %d MiB", lu.Index, inst.Name, lu.Delta, lu.Target)
-		args := nodeapi.DiskGrowArgs{InstanceUUID: inst.UUID, Template: inst.DiskTemplate, NewSizeMiB: lu.Target,
-			Disk: nodeapi.DiskSpec{UUID: d.UUID, Name: d.Name, Index: lu.Index, SizeMiB: d.SizeMiB, Mode: d.Mode}}
+		args := nodeapi.DiskGrowArgs{InstanceUUID: inst.UUID, Template: inst.DiskTemplate, SharedFileDir: s.Cfg().Cluster().SharedFileStorageDir, NewSizeMiB: lu.Target,
+			Disk: nodeapi.DiskSpec{UUID: d.UUID, Name: d.Name, Index: lu.Index, SizeMiB: d.SizeMiB, Mode: d.Mode, Params: s.p.nodeDiskParams(inst.DiskTemplate, node.UUID)}}
 		if err := s.RPC(ctx, node, nodeapi.DiskGrow, args, &nodeapi.DiskGrowReply{}); err != nil {
 			return ecode.ExecErrorf("Grow request failed for disk %d of instance %s on node %s: %w", lu.Index, inst.Name, node.Name, err)
 		}
 		inst.Disks[lu.Index].SizeMiB = lu.Target
 		s.Tx().PutInstance(inst)
+		return nil
+	}}, {"tell-hypervisor", func(ctx context.Context, s *StepCtx) error {
+		if !lu.Running {
+			return nil
+		}
+		inst, node, err := lu.load(s.p, s.Op())
+		if err != nil {
+			return err
+		}
+		// qemu keeps the size it opened the file with until told.
+		args := nodeapi.HotplugArgs{Instance: s.p.Spec(inst), Action: nodeapi.HotplugResize, Target: nodeapi.HotplugDisk, Index: lu.Index}
+		if err := s.RPC(ctx, node, nodeapi.Hotplug, args, nil); err != nil {
+			return ecode.ExecErrorf("Disk %d of instance %s grew, but the running instance was not told: %w", lu.Index, inst.Name, err)
+		}
 		return nil
 	}}}
 }

@@ -29,6 +29,9 @@ var ndParamKinds = map[string]paramKind{
 	"oob_program": kindString, "spindle_count": kindInt, "exclusive_storage": kindBool,
 	"ovs": kindBool, "ovs_name": kindString, "ovs_link": kindString, "ssh_port": kindInt,
 	"cpu_speed": kindFloat,
+	// Corral only: the bare-metal machine the node runs on, for power
+	// control (OP_NODE_POWERCYCLE); no default, so unset on most nodes.
+	NDMachine: kindString,
 }
 
 // diskParamKinds are Ganeti's DISK_DT_TYPES, per template as in
@@ -40,7 +43,7 @@ var diskParamKinds = map[string]map[string]paramKind{
 		"disk-custom": kindString, "net-custom": kindString, "protocol": kindString,
 		"dynamic-resync": kindBool, "c-plan-ahead": kindInt, "c-fill-target": kindInt,
 		"c-delay-target": kindInt, "c-max-rate": kindInt, "c-min-rate": kindInt},
-	"rbd":        {"pool": kindString, "access": kindString},
+	"rbd":        {"pool": kindString, "access": kindString, "conf": kindString, "keyring": kindString},
 	"ext":        {"access": kindString},
 	"gluster":    {"host": kindString, "port": kindInt, "volume": kindString, "access": kindString},
 	"file":       {},
@@ -134,6 +137,9 @@ func checkDiskParams(old map[string]config.Params, upd map[string]any) (map[stri
 		if err != nil {
 			return nil, err
 		}
+		if err := checkTemplateDiskParams(tmpl, p); err != nil {
+			return nil, err
+		}
 		if len(p) == 0 {
 			delete(out, tmpl)
 		} else {
@@ -151,6 +157,12 @@ var ispecParams = []string{"cpu-count", "disk-count", "disk-size", "memory-size"
 // A group may not set the standard spec (Ganeti keeps "std" cluster-wide);
 // allowed disk templates must be enabled on the cluster.
 func checkGroupIPolicy(c *config.Cluster, old config.Params, upd map[string]any) (config.Params, error) {
+	return checkIPolicy(c, old, upd, false)
+}
+
+// checkIPolicy is checkGroupIPolicy, or with forCluster the cluster's
+// own, which may set the standard spec too.
+func checkIPolicy(c *config.Cluster, old config.Params, upd map[string]any, forCluster bool) (config.Params, error) {
 	checked := make(map[string]any, len(upd))
 	for k, v := range upd {
 		if v == nil || v == "default" {
@@ -159,7 +171,13 @@ func checkGroupIPolicy(c *config.Cluster, old config.Params, upd map[string]any)
 		}
 		switch k {
 		case "std":
-			return nil, ecode.Errorf(ecode.Inval, "The standard instance spec (std) can only be set for the cluster")
+			if !forCluster {
+				return nil, ecode.Errorf(ecode.Inval, "The standard instance spec (std) can only be set for the cluster")
+			}
+			if err := checkStdSpec(v); err != nil {
+				return nil, err
+			}
+			checked[k] = v
 		case "vcpu-ratio", "spindle-ratio", "memory-ratio":
 			f, err := coerce(k, kindFloat, v)
 			if err != nil {

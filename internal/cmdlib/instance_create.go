@@ -10,6 +10,7 @@ import (
 	"github.com/corral/corral/internal/confdb"
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/iallocator"
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/nodeapi"
 	"github.com/corral/corral/internal/opcodes"
@@ -37,6 +38,7 @@ type instanceCreateLU struct {
 
 func (lu *instanceCreateLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
 	reqs := []locking.Request{bgl(locking.Shared), instLock(locking.Exclusive, op.Str("instance_name"))}
+	reqs = append(reqs, nicNetworkLocks(p, op.List("nics"))...)
 	if pn := op.Str("pnode"); pn != "" {
 		if n, ok := p.Cfg.Node(pn); ok {
 			return append(reqs, nodeLock(locking.Exclusive, n.UUID), nodeResLock(locking.Exclusive, n.UUID))
@@ -64,12 +66,16 @@ func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	if err := p.Cfg.CheckInstanceNameFree(name, ""); err != nil {
 		return err
 	}
-	if err := checkIAllocator(c, op.Str("iallocator")); err != nil {
+	alloc, err := p.allocatorFor(op.Str("iallocator"))
+	if err != nil {
 		return err
 	}
 	tmpl := op.Str("disk_template")
-	if tmpl != config.DTDiskless && tmpl != config.DTFile {
-		return ecode.Errorf(ecode.Inval, "Disk template '%s' is not supported (supported: diskless, file)", tmpl)
+	if !diskTemplateSupported(tmpl) {
+		return ecode.Errorf(ecode.Inval, "Disk template '%s' is not supported (supported: %s)", tmpl, strings.Join(supportedDiskTemplates, ", "))
+	}
+	if tmpl == config.DTSharedFile && c.SharedFileStorageDir == "" {
+		return ecode.Errorf(ecode.State, "Disk template sharedfile needs the cluster's shared_file_storage_dir (cluster modify --shared-file-storage-dir)")
 	}
 	if !contains(c.EnabledDiskTemplates, tmpl) {
 		return ecode.Errorf(ecode.State, "Disk template '%s' is not enabled in the cluster (enabled: %s)", tmpl, strings.Join(c.EnabledDiskTemplates, ", "))
@@ -98,8 +104,10 @@ func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcode
 		AdminState:   config.AdminDown,
 		DiskTemplate: tmpl,
 	}
-	if priv, ok := op.Params["osparams_private"].(map[string]any); ok {
-		inst.OSParamsPriv = priv
+	if priv, err := privateOSParamsUpdate(op); err != nil {
+		return err
+	} else if priv != nil {
+		inst.OSParamsPriv = config.Params(priv)
 	}
 	if inst.Disks, err = parseDisks(op.List("disks"), tmpl); err != nil {
 		return err
@@ -112,8 +120,8 @@ func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	if osName == "" && !lu.NoInstall && lu.Mode == modeCreate {
 		return ecode.Errorf(ecode.Inval, "No guest OS given (os_type); pass one or set no_install")
 	}
-	if osName != "" && lu.Mode == modeCreate && contains(c.BlacklistedOS, osBase(osName)) {
-		return ecode.Errorf(ecode.State, "Guest OS '%s' is not allowed for installation", osBase(osName))
+	if osName != "" && lu.Mode == modeCreate && osBlacklisted(c, osName) {
+		return ecode.Errorf(ecode.State, "Guest OS '%s' is not allowed for installation", osName)
 	}
 	inst.OS = osName
 
@@ -121,9 +129,10 @@ func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	if err := checkMemoryOrder(be); err != nil {
 		return err
 	}
-	nd := need{hv: hv, template: tmpl, memMiB: config.MemoryMiB(be), vcpus: config.VCPUs(be)}
+	nd := need{hv: hv, template: tmpl, memMiB: config.MemoryMiB(be), vcpus: config.VCPUs(be),
+		spindles: config.ParamInt(be["spindle_use"], 1)}
 	if !op.Bool("ignore_ipolicy") {
-		nd.spec = beSpec(be, false)
+		nd.spec = fullSpecs(be, tmpl, inst.Disks, len(inst.NICs))
 	}
 	for _, d := range inst.Disks {
 		nd.diskMiB += d.SizeMiB
@@ -155,12 +164,15 @@ func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcode
 		if err := p.checkNodeRoom(ctx, node, nd, ""); err != nil {
 			return err
 		}
-	} else if node, err = p.allocate(ctx, nd); err != nil {
+	} else if node, err = p.placeNew(ctx, alloc, inst, nd); err != nil {
 		return err
 	}
 	inst.PrimaryNode = node.UUID
+	if err := applyNICNetworks(p, inst.NICs, node, op.Bool("conflicts_check")); err != nil {
+		return err
+	}
 	if inst.OS != "" {
-		if err := p.checkOS(ctx, node, inst.OS, op.Bool("force_variant"), config.Fill(c.OSParams[osBase(inst.OS)], inst.OSParams)); err != nil {
+		if err := p.checkOSParams(ctx, node, inst.OS, op.Bool("force_variant"), config.InstanceOSParams(c, inst), config.InstancePrivateOSParams(c, inst.OS, inst.OSParamsPriv)); err != nil {
 			return err
 		}
 	}
@@ -168,14 +180,26 @@ func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	return nil
 }
 
-// checkIAllocator accepts the allocators Corral's built-in placement
-// stands for: none, Ganeti's default hail, and the cluster's default.
-func checkIAllocator(c *config.Cluster, name string) error {
-	switch name {
-	case "", ".", "hail", c.DefaultIAllocator:
-		return nil
+// placeNew chooses the primary node of a new instance: the built-in
+// allocator, or the allocator the op names (or the cluster's default) run
+// on the protocol's allocate request.
+func (p *Processor) placeNew(ctx context.Context, alloc iallocator.Allocator, inst *config.Instance, nd need) (*config.Node, error) {
+	if _, builtin := alloc.(iallocator.Builtin); builtin {
+		return p.allocate(ctx, nd)
 	}
-	return ecode.Errorf(ecode.Inval, "Iallocator '%s' (iallocator) is not available: Corral places instances with its built-in allocator (use hail or none)", name)
+	req := &iallocator.Allocate{Name: inst.Name, DiskTemplate: inst.DiskTemplate, OS: inst.OS, Tags: inst.Tags,
+		Memory: nd.memMiB, VCPUs: config.VCPUs(config.Fill(p.Cfg.Cluster().BEParams, inst.BEParams)), SpindleUse: config.ParamInt(config.Fill(p.Cfg.Cluster().BEParams, inst.BEParams)["spindle_use"], 1),
+		Hypervisor: inst.Hypervisor}
+	if g, ok := p.Cfg.Group(nd.group); ok {
+		req.GroupName = g.Name
+	}
+	for _, d := range inst.Disks {
+		req.Disks = append(req.Disks, iallocator.Disk{SizeMiB: d.SizeMiB, Mode: d.Mode})
+	}
+	for _, n := range inst.NICs {
+		req.NICs = append(req.NICs, iallocator.NIC{MAC: n.MAC, IP: n.IP, Mode: n.Mode, Link: n.Link})
+	}
+	return p.allocateWith(ctx, alloc, req, nd)
 }
 
 // ReleaseAfter gives back the node-allocation lock and the other nodes'
@@ -183,7 +207,8 @@ func checkIAllocator(c *config.Cluster, name string) error {
 // configuration: other creates may place instances meanwhile.
 func (lu *instanceCreateLU) ReleaseAfter(step int) []locking.Level {
 	if step == 0 {
-		return []locking.Level{locking.LevelNodeAlloc}
+		// The NICs' addresses are taken from their pools in step 0 too.
+		return []locking.Level{locking.LevelNodeAlloc, locking.LevelNetwork}
 	}
 	return nil
 }
@@ -196,6 +221,9 @@ func (lu *instanceCreateLU) startStep() int { return len(lu.Steps()) - 1 }
 func (lu *instanceCreateLU) Steps() []Step {
 	steps := []Step{
 		{"reserve", func(ctx context.Context, s *StepCtx) error {
+			if err := reserveNICAddrs(ctx, s, lu.Inst); err != nil {
+				return err
+			}
 			s.Tx().PutInstance(lu.Inst.Clone())
 			s.Logf(ctx, "Placing instance %s on node %s", lu.Inst.Name, lu.Node)
 			return nil
@@ -207,8 +235,8 @@ func (lu *instanceCreateLU) Steps() []Step {
 			}
 			for i, d := range lu.Inst.Disks {
 				s.Logf(ctx, "Creating disk %d (%d MiB)", i, d.SizeMiB)
-				args := nodeapi.DiskArgs{InstanceUUID: lu.Inst.UUID, Template: lu.Inst.DiskTemplate,
-					Disk: nodeapi.DiskSpec{UUID: d.UUID, Name: d.Name, Index: i, SizeMiB: d.SizeMiB, Mode: d.Mode}}
+				args := nodeapi.DiskArgs{InstanceUUID: lu.Inst.UUID, Template: lu.Inst.DiskTemplate, SharedFileDir: s.Cfg().Cluster().SharedFileStorageDir,
+					Disk: nodeapi.DiskSpec{UUID: d.UUID, Name: d.Name, Index: i, SizeMiB: d.SizeMiB, Mode: d.Mode, Params: s.p.nodeDiskParams(lu.Inst.DiskTemplate, node.UUID)}}
 				var r nodeapi.DiskReply
 				if err := s.RPC(ctx, node, nodeapi.DiskCreate, args, &r); err != nil {
 					return fmt.Errorf("creating disk %d on %s: %w", i, node.Name, err)
@@ -286,8 +314,8 @@ func (lu *instanceCreateLU) Revert(ctx context.Context, s *StepCtx, failed error
 	if node, ok := s.Cfg().Node(lu.Node); ok {
 		_ = s.RPC(ctx, node, nodeapi.InstanceShutdown, nodeapi.ShutdownArgs{Instance: s.p.Spec(lu.Inst), Force: true}, nil)
 		for i, d := range lu.Inst.Disks {
-			args := nodeapi.DiskArgs{InstanceUUID: lu.Inst.UUID, Template: lu.Inst.DiskTemplate,
-				Disk: nodeapi.DiskSpec{UUID: d.UUID, Index: i, SizeMiB: d.SizeMiB, Mode: d.Mode}}
+			args := nodeapi.DiskArgs{InstanceUUID: lu.Inst.UUID, Template: lu.Inst.DiskTemplate, SharedFileDir: s.Cfg().Cluster().SharedFileStorageDir,
+				Disk: nodeapi.DiskSpec{UUID: d.UUID, Index: i, SizeMiB: d.SizeMiB, Mode: d.Mode, Params: s.p.nodeDiskParams(lu.Inst.DiskTemplate, node.UUID)}}
 			if err := s.RPC(ctx, node, nodeapi.DiskRemove, args, nil); err != nil {
 				// Recorded with the instance's removal: the watcher
 				// removes the disk once the node answers again.
@@ -298,6 +326,9 @@ func (lu *instanceCreateLU) Revert(ctx context.Context, s *StepCtx, failed error
 		}
 	}
 	if inst, ok := s.Cfg().Instance(lu.Inst.UUID); ok {
+		if err := releaseNICAddrs(ctx, s, inst); err != nil {
+			s.Logf(ctx, "Warning: could not give back the NICs' addresses: %v", err)
+		}
 		s.Tx().DeleteInstance(inst)
 	}
 }
@@ -374,6 +405,7 @@ func parseNICs(p *Processor, c *config.Cluster, raw []any) ([]config.NIC, error)
 			return nil, ecode.Errorf(ecode.Inval, "NIC %d: expected a dict", i)
 		}
 		n := config.NIC{UUID: config.NewUUID()}
+		modeGiven, linkGiven := false, false
 		for k, v := range m {
 			s, _ := v.(string)
 			switch k {
@@ -382,43 +414,54 @@ func parseNICs(p *Processor, c *config.Cluster, raw []any) ([]config.NIC, error)
 			case "ip":
 				n.IP = s
 			case "mode":
-				n.Mode = s
+				n.Mode, modeGiven = s, v != nil && s != "auto"
+				if s == "auto" {
+					n.Mode = ""
+				}
 			case "link", "bridge":
-				n.Link = s
+				n.Link, linkGiven = s, v != nil
 			case "name":
 				n.Name = s
-			case "vlan", "network":
+			case "network":
+				n.Network = s
+			case "vlan":
 				if s != "" {
-					return nil, ecode.Errorf(ecode.Inval, "NIC %d: '%s' is not supported yet", i, k)
+					return nil, ecode.Errorf(ecode.Inval, "NIC %d: NIC VLANs are not available in this version: the nodes' kernel has no bridge VLAN filtering", i)
 				}
 			default:
 				return nil, ecode.Errorf(ecode.Inval, "NIC %d: unknown parameter '%s'", i, k)
 			}
 		}
-		if n.Mode == "" {
-			n.Mode, _ = c.NICParams["mode"].(string)
+		if err := checkNICNetwork(p, &n, modeGiven, linkGiven); err != nil {
+			return nil, err
 		}
-		if n.Link == "" {
-			n.Link, _ = c.NICParams["link"].(string)
-		}
-		switch n.Mode {
-		case "bridged":
-		case "routed":
-			if n.IP == "" {
-				return nil, ecode.Errorf(ecode.Inval, "NIC %d: routed mode needs an IP address", i)
+		if n.Network == "" {
+			if n.Mode == "" {
+				n.Mode, _ = c.NICParams["mode"].(string)
 			}
-		default:
-			return nil, ecode.Errorf(ecode.Inval, "NIC %d: invalid mode '%s' (bridged or routed)", i, n.Mode)
+			if n.Link == "" {
+				n.Link, _ = c.NICParams["link"].(string)
+			}
+			switch n.Mode {
+			case "bridged":
+			case "routed":
+				if n.IP == "" {
+					return nil, ecode.Errorf(ecode.Inval, "Routed nic mode requires an ip address if not attached to a network")
+				}
+			default:
+				return nil, ecode.Errorf(ecode.Inval, "NIC %d: invalid mode '%s' (bridged or routed)", i, n.Mode)
+			}
 		}
 		switch {
 		case n.MAC == "" || n.MAC == "auto" || n.MAC == "generate":
+			prefix := networkMACPrefix(p, c, n.Network)
 			for tries := 0; ; tries++ {
-				n.MAC = config.NewMAC(c.MACPrefix)
+				n.MAC = config.NewMAC(prefix)
 				if !p.Cfg.MACInUse(n.MAC) && !seen[n.MAC] {
 					break
 				}
 				if tries > 100 {
-					return nil, ecode.Errorf(ecode.TempNoRes, "Cannot generate a unique MAC under prefix %s", c.MACPrefix)
+					return nil, ecode.Errorf(ecode.TempNoRes, "Cannot generate a unique MAC under prefix %s", prefix)
 				}
 			}
 		case macRE.MatchString(n.MAC):

@@ -182,7 +182,13 @@ func fillFromExport(op *opcodes.Op, exp *exportcfg.Export) error {
 		var l []any
 		for _, n := range exp.NICs {
 			m := map[string]any{}
-			for k, v := range map[string]string{"mode": n.Mode, "link": n.Link, "ip": n.IP, "name": n.Name} {
+			fields := map[string]string{"mode": n.Mode, "link": n.Link, "ip": n.IP, "name": n.Name}
+			if n.Network != "" {
+				// As Ganeti: a NIC on a network (its uuid in the export)
+				// takes mode and link from the new node's group.
+				fields = map[string]string{"network": n.Network, "ip": n.IP, "name": n.Name}
+			}
+			for k, v := range fields {
 				if v != "" {
 					m[k] = v
 				}

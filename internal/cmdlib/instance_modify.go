@@ -2,6 +2,8 @@ package cmdlib
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/corral/corral/internal/config"
@@ -18,6 +20,20 @@ type instanceSetParamsLU struct {
 	OS      string        `json:"os"`
 	Offline *bool         `json:"offline"`
 	Changes [][2]any      `json:"changes"`
+	// Convert is the disk template to convert to ("" for none), and
+	// ConvertedFrom the previous one once the configuration changed.
+	Convert       string `json:"convert,omitempty"`
+	ConvertedFrom string `json:"converted_from,omitempty"`
+	// DevMods says whether disks or NICs change; Dev is the outcome.
+	DevMods bool       `json:"dev_mods,omitempty"`
+	Dev     devChanges `json:"dev"`
+	// Running is whether the instance ran at the check, Hotplug whether
+	// its device changes are applied to it at once.
+	// NewPrimary is the node uuid pnode names, "" when it does not change.
+	NewPrimary string `json:"new_primary,omitempty"`
+	Running    bool   `json:"running,omitempty"`
+	Hotplug    bool   `json:"hotplug,omitempty"`
+	RuntimeMem int64  `json:"runtime_mem,omitempty"`
 }
 
 func (lu *instanceSetParamsLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
@@ -46,19 +62,13 @@ func (lu *instanceSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opc
 	if err != nil {
 		return err
 	}
-	if len(op.List("disks")) > 0 || len(op.List("nics")) > 0 {
-		return ecode.Errorf(ecode.Inval, "Adding, removing or changing disks and NICs is not available in this version; change beparams, hvparams, osparams or the OS")
-	}
-	// Ganeti's client sends an empty dict when no private parameter is
-	// given: only actual changes are refused.
-	if len(op.Dict("osparams_private")) > 0 {
-		return ecode.Errorf(ecode.Inval, "Changing private OS parameters is not available in this version")
-	}
-	if op.Params["runtime_mem"] != nil {
-		return ecode.Errorf(ecode.Inval, "runtime_mem (memory ballooning) is not available in this version")
-	}
 	c := p.Cfg.Cluster()
 	hvUpd := op.Dict("hvparams")
+	if len(hvUpd) > 0 {
+		if err := refuseInRescue(p, inst, "change its hypervisor parameters"); err != nil {
+			return err
+		}
+	}
 	hvChecked := map[string]any{}
 	for k, v := range hvUpd {
 		if v == nil || v == "default" {
@@ -87,8 +97,14 @@ func (lu *instanceSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opc
 	if m, ok := op.Params["osparams"].(map[string]any); ok {
 		lu.OSP = updateParams(inst.OSParams, m)
 	}
-	if lu.OS != inst.OS || op.Params["osparams"] != nil {
-		if err := p.checkOS(ctx, node, lu.OS, op.Bool("force_variant"), config.Fill(c.OSParams[osBase(lu.OS)], lu.OSP)); err != nil {
+	privUpd, err := privateOSParamsUpdate(op)
+	if err != nil {
+		return err
+	}
+	if lu.OS != inst.OS || op.Params["osparams"] != nil || privUpd != nil {
+		priv := updateParams(inst.OSParamsPriv, privUpd)
+		if err := p.checkOSParams(ctx, node, lu.OS, op.Bool("force_variant"), config.Fill(config.ClusterOSParams(c, lu.OS), lu.OSP),
+			config.InstancePrivateOSParams(c, lu.OS, priv)); err != nil {
 			return err
 		}
 	}
@@ -114,7 +130,21 @@ func (lu *instanceSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opc
 	if lu.OS != inst.OS {
 		lu.Changes = append(lu.Changes, [2]any{"os", lu.OS})
 	}
-	if len(lu.Changes) == 0 && lu.Offline == nil && op.Params["osparams"] == nil {
+	// As Ganeti: each private parameter changed is listed, its value
+	// never.
+	for _, k := range slices.Sorted(maps.Keys(privUpd)) {
+		lu.Changes = append(lu.Changes, [2]any{"os_private/" + k, opcodes.Redacted})
+	}
+	if err := lu.prereqConvert(p, op, inst); err != nil {
+		return err
+	}
+	if err := lu.prereqDevices(ctx, p, op, inst, node); err != nil {
+		return err
+	}
+	if err := lu.prereqPrimary(ctx, p, op, inst, node); err != nil {
+		return err
+	}
+	if len(lu.Changes) == 0 && lu.Offline == nil && op.Params["osparams"] == nil && lu.NewPrimary == "" {
 		return ecode.Errorf(ecode.Inval, "No changes submitted")
 	}
 	return nil
@@ -154,7 +184,7 @@ func (lu *instanceSetParamsLU) checkBE(ctx context.Context, p *Processor, op *op
 	}
 	pol := p.nodePolicy(node)
 	if !op.Bool("ignore_ipolicy") {
-		if err := pol.check(beSpec(be, true)); err != nil {
+		if err := pol.check(beSpecs(be, true)); err != nil {
 			return err
 		}
 	}
@@ -175,12 +205,26 @@ func (lu *instanceSetParamsLU) checkBE(ctx context.Context, p *Processor, op *op
 }
 
 func (lu *instanceSetParamsLU) Steps() []Step {
-	return []Step{{"update", func(ctx context.Context, s *StepCtx) error {
+	return []Step{{"create-disks", lu.createDisks}, {"hot-remove", lu.hotRemove}, {"convert-disks", lu.convertDisks}, {"update", func(ctx context.Context, s *StepCtx) error {
 		inst, _, err := lu.load(s.p, s.Op())
 		if err != nil {
 			return err
 		}
 		inst.HVParams, inst.BEParams, inst.OSParams, inst.OS = lu.HV, lu.BE, lu.OSP, lu.OS
+		// Checked in Prereq; read from the op again so that the unit's
+		// saved state holds no private value.
+		if privUpd, _ := privateOSParamsUpdate(s.Op()); privUpd != nil {
+			inst.OSParamsPriv = updateParams(inst.OSParamsPriv, privUpd)
+		}
+		if lu.DevMods {
+			inst.Disks, inst.NICs = lu.Dev.Disks, lu.Dev.NICs
+		}
+		if lu.NewPrimary != "" {
+			inst.PrimaryNode = lu.NewPrimary
+		}
+		if lu.Convert != "" && inst.DiskTemplate != lu.Convert {
+			lu.ConvertedFrom, inst.DiskTemplate = inst.DiskTemplate, lu.Convert
+		}
 		if lu.Offline != nil {
 			if *lu.Offline {
 				inst.AdminState = config.AdminOffline
@@ -190,7 +234,7 @@ func (lu *instanceSetParamsLU) Steps() []Step {
 		}
 		s.Tx().PutInstance(inst)
 		return nil
-	}}}
+	}}, {"hot-add", lu.hotAdd}, {"remove-disks", lu.removeDisks}, {"runtime-memory", lu.setRuntimeMemory}, {"remove-old-disks", lu.removeOldDisks}}
 }
 
 func (lu *instanceSetParamsLU) Result() any {

@@ -158,6 +158,9 @@ func (lu *instanceStartupLU) Prereq(ctx context.Context, p *Processor, op *opcod
 	if inst.AdminState == config.AdminOffline {
 		return ecode.Errorf(ecode.State, "Instance '%s' is marked offline, it cannot be started", inst.Name)
 	}
+	if err := refuseInRescue(p, inst, "start it"); err != nil {
+		return err
+	}
 	if err := checkNodeOnline(node); err != nil {
 		return err
 	}
@@ -302,6 +305,9 @@ func (lu *instanceRebootLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	if inst.AdminState == config.AdminOffline {
 		return ecode.Errorf(ecode.State, "Instance '%s' is marked offline", inst.Name)
 	}
+	if err := refuseInRescue(p, inst, "reboot it"); err != nil {
+		return err
+	}
 	return checkNodeOnline(node)
 }
 
@@ -345,7 +351,7 @@ func (lu *instanceRebootLU) Result() any { return nil }
 type instanceRemoveLU struct{ instanceBase }
 
 func (lu *instanceRemoveLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
-	return lu.locks(p, op, locking.Exclusive)
+	return append(lu.locks(p, op, locking.Exclusive), instanceNetworkLocks(p, op.Str("instance_name"))...)
 }
 
 func (lu *instanceRemoveLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op) error {
@@ -370,14 +376,30 @@ func (lu *instanceRemoveLU) Steps() []Step {
 			}
 			return nil
 		}},
+		// A rescued instance's rescue initrd holds the rescue password's
+		// hash: it goes with the instance.
+		{"remove-rescue-initrd", func(ctx context.Context, s *StepCtx) error {
+			inst, node, err := lu.load(s.p, s.Op())
+			if err != nil || !InRescue(s.Cfg().InstanceStatus(inst.UUID)) {
+				return err
+			}
+			args := nodeapi.InstanceRescueCleanupArgs{InstanceUUID: inst.UUID}
+			if err := s.RPC(ctx, node, nodeapi.InstanceRescueCleanup, args, nil); err != nil {
+				if !s.Op().Bool("ignore_failures") {
+					return ecode.ExecErrorf("Could not remove the rescue initrd of instance %s on node %s: %w", inst.Name, node.Name, err)
+				}
+				s.Logf(ctx, "Warning: could not remove the rescue initrd (ignored): %v", err)
+			}
+			return nil
+		}},
 		{"remove-disks", func(ctx context.Context, s *StepCtx) error {
 			inst, node, err := lu.load(s.p, s.Op())
 			if err != nil {
 				return err
 			}
 			for i, d := range inst.Disks {
-				args := nodeapi.DiskArgs{InstanceUUID: inst.UUID, Template: inst.DiskTemplate,
-					Disk: nodeapi.DiskSpec{UUID: d.UUID, Index: i, SizeMiB: d.SizeMiB, Mode: d.Mode}}
+				args := nodeapi.DiskArgs{InstanceUUID: inst.UUID, Template: inst.DiskTemplate, SharedFileDir: s.Cfg().Cluster().SharedFileStorageDir,
+					Disk: nodeapi.DiskSpec{UUID: d.UUID, Index: i, SizeMiB: d.SizeMiB, Mode: d.Mode, Params: s.p.nodeDiskParams(inst.DiskTemplate, node.UUID)}}
 				if err := s.RPC(ctx, node, nodeapi.DiskRemove, args, nil); err != nil {
 					if !s.Op().Bool("ignore_failures") {
 						return ecode.ExecErrorf("Can't remove disk %d of instance %s: %v", i, inst.Name, err)
@@ -393,6 +415,9 @@ func (lu *instanceRemoveLU) Steps() []Step {
 				return err
 			}
 			s.Logf(ctx, "Removing instance %s from the configuration", inst.Name)
+			if err := releaseNICAddrs(ctx, s, inst); err != nil {
+				return err
+			}
 			s.Tx().DeleteInstance(inst)
 			return nil
 		}},
@@ -436,6 +461,9 @@ func (lu *instanceReinstallLU) Prereq(ctx context.Context, p *Processor, op *opc
 	if err != nil {
 		return err
 	}
+	if err := refuseInRescue(p, inst, "reinstall it"); err != nil {
+		return err
+	}
 	if err := p.requireDown(ctx, inst, node, "reinstall"); err != nil {
 		return err
 	}
@@ -447,17 +475,20 @@ func (lu *instanceReinstallLU) Prereq(ctx context.Context, p *Processor, op *opc
 		return ecode.Errorf(ecode.Inval, "Instance '%s' has no OS; pass os_type", inst.Name)
 	}
 	c := p.Cfg.Cluster()
-	if contains(c.BlacklistedOS, osBase(lu.OS)) && lu.OS != inst.OS {
-		return ecode.Errorf(ecode.State, "Guest OS '%s' is not allowed for installation", osBase(lu.OS))
+	if osBlacklisted(c, lu.OS) && lu.OS != inst.OS {
+		return ecode.Errorf(ecode.State, "Guest OS '%s' is not allowed for installation", lu.OS)
 	}
 	osp := inst.OSParams
 	if m, ok := op.Params["osparams"].(map[string]any); ok {
 		osp = updateParams(inst.OSParams, m)
 	}
-	if len(op.Dict("osparams_private")) > 0 {
-		return ecode.Errorf(ecode.Inval, "Changing private OS parameters on reinstall is not available in this version")
+	privUpd, err := privateOSParamsUpdate(op)
+	if err != nil {
+		return err
 	}
-	return p.checkOS(ctx, node, lu.OS, op.Bool("force_variant"), config.Fill(c.OSParams[osBase(lu.OS)], osp))
+	priv := updateParams(inst.OSParamsPriv, privUpd)
+	return p.checkOSParams(ctx, node, lu.OS, op.Bool("force_variant"), config.Fill(config.ClusterOSParams(c, lu.OS), osp),
+		config.InstancePrivateOSParams(c, lu.OS, priv))
 }
 
 func (lu *instanceReinstallLU) Steps() []Step {
@@ -468,12 +499,18 @@ func (lu *instanceReinstallLU) Steps() []Step {
 				return err
 			}
 			m, hasParams := s.Op().Params["osparams"].(map[string]any)
-			if inst.OS == lu.OS && !hasParams {
+			// Checked in Prereq; the values are read from the op again
+			// so that no copy of them is kept in the unit's state.
+			privUpd, _ := privateOSParamsUpdate(s.Op())
+			if inst.OS == lu.OS && !hasParams && privUpd == nil {
 				return nil
 			}
 			inst.OS = lu.OS
 			if hasParams {
 				inst.OSParams = updateParams(inst.OSParams, m)
+			}
+			if privUpd != nil {
+				inst.OSParamsPriv = updateParams(inst.OSParamsPriv, privUpd)
 			}
 			s.Tx().PutInstance(inst)
 			return nil
@@ -565,8 +602,8 @@ func (lu *instanceRenameLU) Result() any { return lu.NewName }
 // publicOSParams are the filled OS parameters as answers may show them:
 // private values are redacted, as Ganeti does.
 func publicOSParams(c *config.Cluster, inst *config.Instance) config.Params {
-	out := config.Fill(c.OSParams[osBase(inst.OS)], inst.OSParams)
-	for k := range inst.OSParamsPriv {
+	out := config.InstanceOSParams(c, inst)
+	for k := range config.InstancePrivateOSParams(c, inst.OS, inst.OSParamsPriv) {
 		out[k] = "<redacted>"
 	}
 	return out

@@ -74,10 +74,10 @@ func (p *Processor) instanceData(ctx context.Context, inst *config.Instance, sta
 		"pnode": pname, "pnode_group_uuid": pgroup, "pnode_group_name": pgroupName,
 		"snodes": []string{}, "snodes_group_uuids": []string{}, "snodes_group_names": []string{},
 		"os": inst.OS, "uuid": inst.UUID, "hypervisor": inst.Hypervisor, "network_port": networkPort,
-		"hv_instance": paramsOrEmpty(inst.HVParams), "hv_actual": config.Fill(c.HVParams[inst.Hypervisor], inst.HVParams),
+		"hv_instance": paramsOrEmpty(inst.HVParams), "hv_actual": config.InstanceHVParams(c, inst),
 		"be_instance": paramsOrEmpty(inst.BEParams), "be_actual": config.Fill(c.BEParams, inst.BEParams),
 		"os_instance": paramsOrEmpty(inst.OSParams), "os_actual": publicOSParams(c, inst),
-		"disk_template": inst.DiskTemplate, "disks": instanceDisksData(inst), "nics": instanceNICsData(c, inst),
+		"disk_template": inst.DiskTemplate, "disks": instanceDisksData(inst), "nics": instanceNICsData(c, inst, p.Cfg.Network),
 		"ctime": inst.CTime, "mtime": inst.MTime, "serial_no": inst.Serial, "tags": nonNilStrings(inst.Tags),
 	}
 	if confinement != nil {
@@ -122,9 +122,9 @@ func instanceDisksData(inst *config.Instance) []any {
 
 // instanceNICsData are the NICs as Ganeti's 9-item tuples [name, uuid, ip,
 // mac, mode, link, vlan, network, network info] with the NIC parameters
-// filled from the cluster's; Corral has no networks, so the last two are
-// null.
-func instanceNICsData(c *config.Cluster, inst *config.Instance) []any {
+// filled from the cluster's; for a NIC on a network, its uuid and the
+// network object as Ganeti's Network.ToDict gives it.
+func instanceNICsData(c *config.Cluster, inst *config.Instance, network func(string) (*config.Network, bool)) []any {
 	out := make([]any, 0, len(inst.NICs))
 	for _, n := range inst.NICs {
 		own := config.Params{}
@@ -136,8 +136,15 @@ func instanceNICsData(c *config.Cluster, inst *config.Instance) []any {
 		}
 		filled := config.Fill(c.NICParams, own)
 		vlan, _ := filled["vlan"].(string)
+		var netUUID, netInfo any
+		if n.Network != "" {
+			netUUID, vlan = n.Network, n.VLAN
+			if net, ok := network(n.Network); ok {
+				netInfo = net
+			}
+		}
 		out = append(out, []any{nilIfEmpty(n.Name), n.UUID, nilIfEmpty(n.IP), n.MAC,
-			filled["mode"], filled["link"], vlan, nil, nil})
+			filled["mode"], filled["link"], vlan, netUUID, netInfo})
 	}
 	return out
 }

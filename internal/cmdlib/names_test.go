@@ -84,26 +84,6 @@ func TestInstanceRenameToOwnName(t *testing.T) {
 	}
 }
 
-// TestInstanceModifyEmptyPrivateOSParams: Ganeti's gnt-instance modify
-// sends osparams_private={} with every change; only a non-empty one asks
-// for something Corral refuses.
-func TestInstanceModifyEmptyPrivateOSParams(t *testing.T) {
-	e := openEnv(t, filepath.Join(t.TempDir(), "s.db"), newNodeDouble(), true)
-	defer e.close()
-	if st, res := e.run(t, create("web1", nil)); st != "success" {
-		t.Fatalf("create: %s %v", st, res)
-	}
-	op := map[string]any{"OP_ID": "OP_INSTANCE_SET_PARAMS", "instance_name": "web1",
-		"beparams": map[string]any{"vcpus": 2}, "osparams_private": map[string]any{}}
-	if st, res := e.run(t, op); st != "success" {
-		t.Fatalf("modify with an empty osparams_private: %s %v", st, res)
-	}
-	op["osparams_private"] = map[string]any{"secret": "x"}
-	if st, res := e.run(t, op); st != "error" || !strings.Contains(mustJSON(res), "private OS parameters") {
-		t.Fatalf("modify with private OS parameters: %s %v", st, res)
-	}
-}
-
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)

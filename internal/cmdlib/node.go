@@ -16,7 +16,8 @@ import (
 const Version = layout.Version
 
 type nodeAddLU struct {
-	Node *config.Node `json:"node"`
+	Node  *config.Node `json:"node"`
+	Readd bool         `json:"readd,omitempty"`
 }
 
 func (lu *nodeAddLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
@@ -29,7 +30,7 @@ func (lu *nodeAddLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op) e
 		return err
 	}
 	if op.Bool("readd") {
-		return ecode.Errorf(ecode.Inval, "Re-adding a node is not available in this version; remove it and add it again")
+		return lu.prereqReadd(ctx, p, op)
 	}
 	if _, ok := p.Cfg.Node(name); ok {
 		return ecode.Errorf(ecode.Exists, "Node %s is already in the cluster", name)
@@ -108,6 +109,9 @@ func boolOr(v any, def bool) bool {
 }
 
 func (lu *nodeAddLU) Steps() []Step {
+	if lu.Readd {
+		return lu.readdSteps()
+	}
 	return []Step{sshNewNodeStep(lu.Node), {"add", func(ctx context.Context, s *StepCtx) error {
 		s.Logf(ctx, "Adding node %s (%s) to the cluster", lu.Node.Name, lu.Node.PrimaryIP)
 		s.Tx().PutNode(lu.Node.Clone())
@@ -164,6 +168,9 @@ type nodeSetParamsLU struct {
 	// the members are the operator's.
 	Etcd     *etcdPlan `json:"etcd,omitempty"`
 	EtcdNote string    `json:"etcd_note,omitempty"`
+	// ParamsChanged: ndparams changed, which Ganeti does not list in
+	// Changes.
+	ParamsChanged bool `json:"params_changed,omitempty"`
 }
 
 func (lu *nodeSetParamsLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
@@ -200,11 +207,12 @@ func (lu *nodeSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opcodes
 		}
 		flags[f] = &b
 	}
-	if op.Params["ndparams"] != nil || op.Params["powered"] != nil || op.Str("secondary_ip") != "" {
-		return ecode.Errorf(ecode.Inval, "Changing ndparams, secondary_ip or power state is not available in this version")
-	}
-	if len(flags) == 0 {
+	if len(flags) == 0 && op.Params["ndparams"] == nil && op.Str("secondary_ip") == "" && op.Params["powered"] == nil {
 		return ecode.Errorf(ecode.Inval, "Please pass at least one modification")
+	}
+	upd := n.Clone()
+	if err := lu.checkParams(ctx, p, op, upd); err != nil {
+		return err
 	}
 	set := 0
 	for _, f := range []string{"master_candidate", "offline", "drained"} {
@@ -228,7 +236,6 @@ func (lu *nodeSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opcodes
 			return ecode.Errorf(ecode.Inval, "The master node %s must stay master capable", n.Name)
 		}
 	}
-	upd := n.Clone()
 	apply := func(name string, dst *bool) {
 		if b := flags[name]; b != nil && *dst != *b {
 			*dst = *b
@@ -300,7 +307,7 @@ func (lu *nodeSetParamsLU) updateStep() Step {
 		if lu.EtcdNote != "" {
 			s.Logf(ctx, "%s", lu.EtcdNote)
 		}
-		if len(lu.Changes) == 0 {
+		if len(lu.Changes) == 0 && !lu.ParamsChanged {
 			return nil
 		}
 		cur, ok := s.Cfg().Node(lu.Node.UUID)
@@ -309,6 +316,7 @@ func (lu *nodeSetParamsLU) updateStep() Step {
 		}
 		cur.MasterCandidate, cur.MasterCapable, cur.VMCapable = lu.Node.MasterCandidate, lu.Node.MasterCapable, lu.Node.VMCapable
 		cur.Offline, cur.Drained = lu.Node.Offline, lu.Node.Drained
+		cur.NDParams, cur.SecondaryIP = lu.Node.NDParams.Clone(), lu.Node.SecondaryIP
 		s.Tx().PutNode(cur)
 		return nil
 	}}

@@ -87,10 +87,14 @@ func MergeOS(perNode map[string][]nodeapi.OSInfo, c *config.Cluster) []OSStatus 
 			st.Variants, st.Parameters, st.APIVersions = nil, nil, nil
 		}
 		st.OSParams = map[string]config.Params{}
+		st.OSHVParams = map[string]map[string]config.Params{}
 		if c != nil {
 			for _, key := range append([]string{name}, variantNames(name, st.Variants)...) {
 				if p, ok := c.OSParams[key]; ok {
 					st.OSParams[key] = p
+				}
+				if p, ok := c.OSHVParams[key]; ok {
+					st.OSHVParams[key] = p
 				}
 			}
 		}
@@ -150,7 +154,7 @@ func osField(s *OSStatus, name string) any {
 	case "trusted":
 		return s.Trusted
 	case "os_hvp":
-		return map[string]any{} // Corral keeps no per-OS hypervisor parameters
+		return s.OSHVParams
 	case "osparams":
 		return s.OSParams
 	}

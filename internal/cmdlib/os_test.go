@@ -25,14 +25,14 @@ func TestMergeOS(t *testing.T) {
 		{
 			name:    "one node",
 			perNode: map[string][]nodeapi.OSInfo{"n1": {full}},
-			want: OSStatus{OSParams: map[string]config.Params{}, Name: "deb", Valid: true, Trusted: true, Variants: []string{"a", "b"}, Parameters: full.Parameters, APIVersions: []int{15, 20},
+			want: OSStatus{OSParams: map[string]config.Params{}, OSHVParams: map[string]map[string]config.Params{}, Name: "deb", Valid: true, Trusted: true, Variants: []string{"a", "b"}, Parameters: full.Parameters, APIVersions: []int{15, 20},
 				NodeStatus: map[string][]any{"n1": {[]any{"/os/deb", true, "", []string{"a", "b"}, full.Parameters, []int{15, 20}, true}}}},
 		},
 		{
 			name:    "what every node offers",
 			perNode: map[string][]nodeapi.OSInfo{"n1": {full}, "n2": {less}},
 			cluster: &config.Cluster{HiddenOS: []string{"deb"}},
-			want: OSStatus{OSParams: map[string]config.Params{}, Name: "deb", Valid: true, Trusted: true, Hidden: true, Variants: []string{"b"}, Parameters: [][2]string{{"p2", "d2"}}, APIVersions: []int{20},
+			want: OSStatus{OSParams: map[string]config.Params{}, OSHVParams: map[string]map[string]config.Params{}, Name: "deb", Valid: true, Trusted: true, Hidden: true, Variants: []string{"b"}, Parameters: [][2]string{{"p2", "d2"}}, APIVersions: []int{20},
 				NodeStatus: map[string][]any{
 					"n1": {[]any{"/os/deb", true, "", []string{"a", "b"}, full.Parameters, []int{15, 20}, true}},
 					"n2": {[]any{"/os/deb", true, "", []string{"b", "c"}, less.Parameters, []int{20}, true}},
@@ -42,13 +42,13 @@ func TestMergeOS(t *testing.T) {
 			name:    "missing on a node",
 			perNode: map[string][]nodeapi.OSInfo{"n1": {full}, "n2": {}},
 			cluster: &config.Cluster{BlacklistedOS: []string{"deb"}},
-			want: OSStatus{OSParams: map[string]config.Params{}, Name: "deb", Valid: false, Trusted: true, Blacklisted: true,
+			want: OSStatus{OSParams: map[string]config.Params{}, OSHVParams: map[string]map[string]config.Params{}, Name: "deb", Valid: false, Trusted: true, Blacklisted: true,
 				NodeStatus: map[string][]any{"n1": {[]any{"/os/deb", true, "", []string{"a", "b"}, full.Parameters, []int{15, 20}, true}}, "n2": {}}},
 		},
 		{
 			name:    "invalid on a node",
 			perNode: map[string][]nodeapi.OSInfo{"n1": {broken}, "n2": {full}},
-			want: OSStatus{OSParams: map[string]config.Params{}, Name: "deb", Valid: false, Trusted: false,
+			want: OSStatus{OSParams: map[string]config.Params{}, OSHVParams: map[string]map[string]config.Params{}, Name: "deb", Valid: false, Trusted: false,
 				NodeStatus: map[string][]any{
 					"n1": {[]any{"/os/deb", false, "no create script", []string{}, [][2]string{}, []int{}, false}},
 					"n2": {[]any{"/os/deb", true, "", []string{"a", "b"}, full.Parameters, []int{15, 20}, true}},
@@ -59,10 +59,12 @@ func TestMergeOS(t *testing.T) {
 			// OS and of each of its variants.
 			name:    "cluster parameters",
 			perNode: map[string][]nodeapi.OSInfo{"n1": {full}},
-			cluster: &config.Cluster{OSParams: map[string]config.Params{"deb": {"p1": "x"}, "deb+b": {"p2": "y"}, "other": {"p1": "z"}}},
+			cluster: &config.Cluster{OSParams: map[string]config.Params{"deb": {"p1": "x"}, "deb+b": {"p2": "y"}, "other": {"p1": "z"}},
+				OSHVParams: map[string]map[string]config.Params{"deb+a": {"kvm": {"acpi": false}}, "other": {"kvm": {"acpi": true}}}},
 			want: OSStatus{Name: "deb", Valid: true, Trusted: true, Variants: []string{"a", "b"}, Parameters: full.Parameters, APIVersions: []int{15, 20},
 				NodeStatus: map[string][]any{"n1": {[]any{"/os/deb", true, "", []string{"a", "b"}, full.Parameters, []int{15, 20}, true}}},
-				OSParams:   map[string]config.Params{"deb": {"p1": "x"}, "deb+b": {"p2": "y"}}},
+				OSParams:   map[string]config.Params{"deb": {"p1": "x"}, "deb+b": {"p2": "y"}},
+				OSHVParams: map[string]map[string]config.Params{"deb+a": {"kvm": {"acpi": false}}}},
 		},
 	}
 	for _, c := range cases {

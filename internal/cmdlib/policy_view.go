@@ -22,13 +22,25 @@ const defaultSpindleRatio = 32.0
 // allowed disk templates cut to the enabled ones, as a new Ganeti cluster
 // has it.
 func ClusterIPolicy(c *config.Cluster) map[string]any {
-	return map[string]any{
+	out := map[string]any{
 		"minmax":         []any{map[string]any{"min": specDict(defaultMinSpec), "max": specDict(defaultMaxSpec)}},
 		"std":            specDict(defaultMinSpec),
 		"disk-templates": slices.Clone(nonNilStrings(c.EnabledDiskTemplates)),
 		"vcpu-ratio":     defaultVCPURatio,
 		"spindle-ratio":  defaultSpindleRatio,
 	}
+	for k, v := range c.IPolicy {
+		if k == "std" {
+			// A partial std fills Ganeti's, as its FillIPolicy does.
+			std := out["std"].(map[string]any)
+			if m, ok := v.(map[string]any); ok {
+				maps.Copy(std, m)
+			}
+			continue
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // GroupIPolicy is a group's effective instance policy in Ganeti's form:
@@ -58,7 +70,11 @@ var diskParamDefaults = map[string]config.Params{
 		"net-custom": "", "protocol": "C", "dynamic-resync": false, "c-plan-ahead": float64(20),
 		"c-fill-target": float64(0), "c-delay-target": float64(1), "c-max-rate": float64(61440),
 		"c-min-rate": float64(4096)},
-	"rbd":        {"pool": "rbd", "access": "kernelspace"},
+	// Corral reaches Ceph through librbd only: userspace is its default
+	// (Ganeti's is kernelspace, which Corral refuses). conf and keyring are
+	// Corral's own: where each node finds the cluster and its client key.
+	"rbd": {"pool": "rbd", "access": "userspace", "conf": "/etc/ceph/ceph.conf",
+		"keyring": "/etc/ceph/ceph.client.admin.keyring"},
 	"ext":        {"access": "kernelspace"},
 	"gluster":    {"host": "127.0.0.1", "port": float64(24007), "volume": "gv0", "access": "kernelspace"},
 	"file":       {},

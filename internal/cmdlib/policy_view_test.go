@@ -19,7 +19,7 @@ func TestIPolicyViewIsWhatChecksUse(t *testing.T) {
 		t.Fatalf("cluster ipolicy keys = %v, want %v", keys, want)
 	}
 	mm := pol["minmax"].([]any)[0].(map[string]any)
-	checks := clusterPolicy()
+	checks := clusterPolicy(c)
 	for _, side := range []struct {
 		name string
 		spec map[string]float64
@@ -44,7 +44,7 @@ func TestIPolicyViewIsWhatChecksUse(t *testing.T) {
 		t.Errorf("group ratios = %v %v", g["vcpu-ratio"], g["spindle-ratio"])
 	}
 	gmm := g["minmax"].([]any)[0].(map[string]any)["max"].(map[string]any)
-	if gmm["cpu-count"] != 2.0 || groupPolicy(&config.NodeGroup{IPolicy: custom}).minMax[0].max["cpu-count"] != 2 {
+	if gmm["cpu-count"] != 2.0 || groupPolicy(c, &config.NodeGroup{IPolicy: custom}).minMax[0].max["cpu-count"] != 2 {
 		t.Errorf("group minmax max = %v", gmm)
 	}
 }
@@ -67,10 +67,17 @@ func TestDiskParamDefaultsMatchKinds(t *testing.T) {
 }
 
 // TestNodeParamDefaultsMatchKinds keeps the node parameter defaults and the
-// checked names in step, and the fill order node > group > cluster.
+// checked names in step (but Corral's machine, which has no default, so
+// that nodes without it show Ganeti's set), and the fill order node >
+// group > cluster.
 func TestNodeParamDefaultsMatchKinds(t *testing.T) {
-	if !slices.Equal(slices.Sorted(maps.Keys(nodeParamDefaults)), slices.Sorted(maps.Keys(ndParamKinds))) {
-		t.Fatalf("defaults %v, kinds %v", slices.Sorted(maps.Keys(nodeParamDefaults)), slices.Sorted(maps.Keys(ndParamKinds)))
+	kinds := maps.Clone(ndParamKinds)
+	delete(kinds, NDMachine)
+	if !slices.Equal(slices.Sorted(maps.Keys(nodeParamDefaults)), slices.Sorted(maps.Keys(kinds))) {
+		t.Fatalf("defaults %v, kinds %v", slices.Sorted(maps.Keys(nodeParamDefaults)), slices.Sorted(maps.Keys(kinds)))
+	}
+	if _, ok := nodeParamDefaults[NDMachine]; ok || ndParamKinds[NDMachine] != kindString {
+		t.Errorf("machine: a string without a default")
 	}
 	c := &config.Cluster{NDParams: config.Params{"ssh_port": 2222.0, "ovs": true}}
 	g := &config.NodeGroup{NDParams: config.Params{"ssh_port": 2200.0}}

@@ -81,6 +81,14 @@ type Processor struct {
 	// Certs signs node certificates and renews corrald's own (certrenew.go);
 	// nil when the master cannot.
 	Certs ClusterCerts
+	// IAllocatorSearchPath is where named allocators (-I hail) are looked
+	// up; nil: Ganeti's search path (iallocator.SearchPath).
+	IAllocatorSearchPath []string
+	// RewriteSsconf checks every ssconf file of drop-in mode on disk and
+	// rewrites those that differ from the configuration (Ganeti's
+	// redist-conf); it reports false when the cluster is not in drop-in
+	// mode. nil: no files to write.
+	RewriteSsconf func(ctx context.Context) (bool, error)
 }
 
 // DomainSecrets reads and replaces the cluster domain secret. It is read
@@ -103,7 +111,7 @@ func NewProcessor(cfg *confdb.DB, rpc NodeRPC, log *slog.Logger) *Processor {
 // Register adds Ganeti's units, and the timeouts of the node calls they
 // make that wait on purpose, to r.
 func (p *Processor) Register(r *engine.Registry) {
-	for _, area := range [][]engine.Op{p.coreUnits(), p.tagUnits(), p.groupUnits(), p.diskUnits(), p.osUnits(), p.cryptoUnits(), p.backupUnits()} {
+	for _, area := range [][]engine.Op{p.coreUnits(), p.tagUnits(), p.groupUnits(), p.diskUnits(), p.osUnits(), p.cryptoUnits(), p.backupUnits(), p.housekeepingUnits(), p.rescueUnits(), p.evacuateUnits(), p.migrateUnits(), p.maintDiskUnits(), p.maintCommandUnits(), p.nodePowerUnits(), p.networkUnits(), p.moveUnits()} {
 		r.Register(area...)
 	}
 	registerCallTimeouts(r)

@@ -1,6 +1,7 @@
 package cmdlib
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -9,16 +10,20 @@ import (
 	"github.com/corral/corral/internal/opcodes"
 )
 
-// TestEveryOpcodeHasAUnit fails when an opcode of the table has no unit,
-// or a unit is registered for an opcode the table lacks (or twice).
-func TestEveryOpcodeHasAUnit(t *testing.T) {
+// TestGanetiUnitsRegister fails when cmdlib registers a unit for an
+// opcode the table lacks, or twice. That every opcode has a unit, across
+// the packages that own units, is internal/master's
+// TestEveryOpcodeHasAUnit.
+func TestGanetiUnitsRegister(t *testing.T) {
 	r := engine.NewRegistry(opcodes.Default())
 	(&Processor{}).Register(r)
-	if err := r.Check(); err != nil {
+	if err := r.Check(); err != nil && !strings.Contains(err.Error(), "no unit") {
 		t.Fatal(err)
 	}
-	if got, want := len(r.IDs()), len(opcodes.Default().IDs()); got != want {
-		t.Fatalf("%d opcodes have a unit, the table has %d", got, want)
+	for _, id := range r.IDs() {
+		if strings.HasPrefix(id, "OP_MACHINE_") {
+			t.Errorf("cmdlib registers %s, a bare-metal opcode", id)
+		}
 	}
 }
 

@@ -74,6 +74,11 @@ func (lu *tagsLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
 			lu.locked = g.UUID
 			return []locking.Request{bgl(locking.Shared), {Level: locking.LevelNodeGroup, Names: []string{g.UUID}, Mode: mode}}
 		}
+	case opcodes.TagNetwork:
+		if n, ok := p.Cfg.Network(name); ok {
+			lu.locked = n.UUID
+			return []locking.Request{bgl(locking.Shared), netLock(mode, n.UUID)}
+		}
 	}
 	// Unknown objects are reported by Prereq.
 	return []locking.Request{bgl(locking.Shared)}
@@ -148,6 +153,12 @@ func (lu *tagsLU) load(p *Processor, name string) ([]string, error) {
 			return nil, ecode.Errorf(ecode.NoEnt, "Node group '%s' not found", name)
 		}
 		lu.UUID, lu.Name, lockedAs, tags = g.UUID, g.Name, g.UUID, g.Tags
+	case opcodes.TagNetwork:
+		n, err := p.Cfg.MustNetwork(name)
+		if err != nil {
+			return nil, err
+		}
+		lu.UUID, lu.Name, lockedAs, tags = n.UUID, n.Name, n.UUID, n.Tags
 	}
 	if lu.locked != "" && lockedAs != lu.locked {
 		return nil, ecode.Errorf(ecode.TempNoRes, "%s changed while this operation waited for its lock; retry", lu.describe())
@@ -196,6 +207,13 @@ func (lu *tagsLU) Steps() []Step {
 			}
 			g.Tags = tags
 			s.Tx().PutGroup(g)
+		case opcodes.TagNetwork:
+			n, ok := s.Cfg().Network(lu.UUID)
+			if !ok {
+				return ecode.Errorf(ecode.NoEnt, "Network %s disappeared", lu.Name)
+			}
+			n.Tags = tags
+			s.Tx().PutNetwork(n)
 		}
 		return nil
 	}}}
@@ -243,7 +261,7 @@ func (lu *tagsSearchLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op
 			}
 		}
 	}
-	// Ganeti's order: the cluster, instances, nodes, node groups.
+	// Ganeti's order: the cluster, instances, nodes, node groups, networks.
 	add("/cluster", p.Cfg.Cluster().Tags)
 	for _, i := range p.Cfg.Instances() {
 		add("/instances/"+i.Name, i.Tags)
@@ -253,6 +271,9 @@ func (lu *tagsSearchLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op
 	}
 	for _, g := range p.Cfg.Groups() {
 		add("/nodegroup/"+g.Name, g.Tags)
+	}
+	for _, n := range p.Cfg.Networks() {
+		add("/network/"+n.Name, n.Tags)
 	}
 	return nil
 }

@@ -113,7 +113,7 @@ func TestTagsRefusalsChangeNothing(t *testing.T) {
 		{tagOp("OP_TAGS_SET", "instance", "ghost", "a"), ecode.NoEnt, "Instance 'ghost' not known"},
 		{tagOp("OP_TAGS_SET", "node", "ghost", "a"), ecode.NoEnt, "Node 'ghost' not known"},
 		{tagOp("OP_TAGS_SET", "nodegroup", "ghost", "a"), ecode.NoEnt, "Node group 'ghost' not found"},
-		{tagOp("OP_TAGS_SET", "network", "net1", "a"), ecode.Inval, "Networks are not supported"},
+		{tagOp("OP_TAGS_SET", "network", "net1", "a"), ecode.NoEnt, "Network 'net1' not found"},
 		{tagOp("OP_TAGS_SET", "volume", "v", "a"), ecode.Inval, "Wrong tag type requested (volume)"},
 		{tagOp("OP_TAGS_SET", "instance", "", "a"), ecode.Inval, "needs an object name"},
 		{tagOp("OP_TAGS_GET", "instance", "ghost"), ecode.NoEnt, "not known"},

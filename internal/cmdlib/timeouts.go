@@ -32,6 +32,9 @@ func registerCallTimeouts(r *engine.Registry) {
 	osScript := func(any) time.Duration { return osScriptTimeout + callSlack }
 	r.RegisterCallTimeout(nodeapi.OSCreateArgs{}, osScript)
 	r.RegisterCallTimeout(nodeapi.OSRenameArgs{}, osScript)
+	r.RegisterCallTimeout(nodeapi.RunCommandArgs{}, func(args any) time.Duration {
+		return seconds.Duration(args.(nodeapi.RunCommandArgs).Timeout) + callSlack
+	})
 	r.RegisterCallTimeout(nodeapi.DelayArgs{}, func(args any) time.Duration {
 		return seconds.Duration(args.(nodeapi.DelayArgs).Duration) + callSlack
 	})

@@ -28,13 +28,18 @@ var uuidParams = map[string][]uuidParam{
 	"OP_INSTANCE_REBOOT":           {{"instance_name", "instance_uuid", false}},
 	"OP_INSTANCE_REINSTALL":        {{"instance_name", "instance_uuid", false}},
 	"OP_INSTANCE_RENAME":           {{"instance_name", "instance_uuid", false}},
-	"OP_INSTANCE_SET_PARAMS":       {{"instance_name", "instance_uuid", false}},
+	"OP_INSTANCE_SET_PARAMS":       {{"instance_name", "instance_uuid", false}, {"pnode", "pnode_uuid", true}},
 	"OP_INSTANCE_ACTIVATE_DISKS":   {{"instance_name", "instance_uuid", false}},
 	"OP_INSTANCE_DEACTIVATE_DISKS": {{"instance_name", "instance_uuid", false}},
 	"OP_INSTANCE_GROW_DISK":        {{"instance_name", "instance_uuid", false}},
 	"OP_INSTANCE_CONSOLE":          {{"instance_name", "instance_uuid", false}},
 	"OP_BACKUP_PREPARE":            {{"instance_name", "instance_uuid", false}},
 	"OP_BACKUP_EXPORT":             {{"instance_name", "instance_uuid", false}, {"target_node", "target_node_uuid", true}},
+	"OP_INSTANCE_MIGRATE":          {{"instance_name", "instance_uuid", false}, {"target_node", "target_node_uuid", true}},
+	"OP_INSTANCE_FAILOVER":         {{"instance_name", "instance_uuid", false}, {"target_node", "target_node_uuid", true}},
+	"OP_INSTANCE_MOVE":             {{"instance_name", "instance_uuid", false}, {"target_node", "target_node_uuid", true}},
+	"OP_NODE_MIGRATE":              {{"node_name", "node_uuid", true}, {"target_node", "target_node_uuid", true}},
+	"OP_NODE_EVACUATE":             {{"node_name", "node_uuid", true}, {"remote_node", "remote_node_uuid", true}},
 }
 
 // resolveUUIDs honours the uuid parameters of op, as Ganeti's ExpandNames

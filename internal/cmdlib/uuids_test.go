@@ -51,7 +51,7 @@ func TestCreateGaneti30Defaults(t *testing.T) {
 	e := openEnv(t, filepath.Join(t.TempDir(), "s.db"), newNodeDouble(), true)
 	defer e.close()
 	op := create("web1", map[string]any{"start": false, "disk_template": nil, "group_name": "default",
-		"iallocator": "hail", "forthcoming": false, "commit": false, "name_check": true, "ip_check": true})
+		"iallocator": ".", "forthcoming": false, "commit": false, "name_check": true, "ip_check": true})
 	if st, res := e.run(t, op); st != "success" {
 		t.Fatalf("create: %s %v", st, res)
 	}
@@ -68,7 +68,7 @@ func TestCreateGaneti30Defaults(t *testing.T) {
 	st, res = e.run(t, create("web2", map[string]any{"start": false, "group_name": "rack2"}))
 	checkErr(t, st, res, ecode.NoRes, "Can't find a node")
 	st, res = e.run(t, create("web2", map[string]any{"start": false, "iallocator": "dumb"}))
-	checkErr(t, st, res, ecode.Inval, "Iallocator 'dumb'")
+	checkErr(t, st, res, ecode.Inval, "Iallocator 'dumb' not found in the iallocator search path")
 	st, res = e.run(t, create("web2", map[string]any{"start": false, "forthcoming": true}))
 	checkErr(t, st, res, ecode.Inval, `parameter \"forthcoming\"`)
 	if _, ok := e.cfg.Instance("web2"); ok {

@@ -49,14 +49,18 @@ func (lu *clusterVerifyLU) Steps() []Step {
 	return []Step{{"verify", func(ctx context.Context, s *StepCtx) error {
 		lu.Messages, lu.Errors, lu.Warnings = nil, 0, 0
 		lu.verifyConfig(s.p)
+		lu.verifyNetworks(s.p)
 		lu.verifyCandidates(s.p)
 		if s.p.StoreHealth != nil {
 			lu.verifyStore(ctx, s.p)
 		}
 		lu.verifyEtcdMembers(ctx, s.p)
+		lu.verifyOS(ctx, s.p)
+		lu.verifyInstancePolicies(s.p)
 		for _, n := range s.Cfg().Nodes() {
 			lu.verifyNode(ctx, s.p, n)
 		}
+		lu.verifySharedDirs(ctx, s.p)
 		for _, m := range lu.Messages {
 			s.Logf(ctx, "%s", m)
 		}

@@ -30,7 +30,35 @@ const (
 	pfxNameGroup = Prefix + "name/group/"
 	pfxNameInst  = Prefix + "name/instance/"
 	pfxMAC       = Prefix + "mac/"
-	pfxStatus    = Prefix + "status/"
+	// Networks (Ganeti's gnt-network); names are case-sensitive.
+	pfxNetwork     = Prefix + "network/"
+	pfxNameNetwork = Prefix + "name/network/"
+	pfxStatus      = Prefix + "status/"
+	// Bare-metal machines and their ports. Machine names are kept as
+	// given (Ironic's names are case-sensitive); ports have no name.
+	pfxMachine     = Prefix + "machine/"
+	pfxNameMachine = Prefix + "name/machine/"
+	pfxPort        = Prefix + "port/"
+	pfxNamePort    = Prefix + "name/port/"
+	pfxPortMAC     = Prefix + "portmac/"
+	// Kubernetes clusters as a service (package coe). Template, cluster
+	// and federation names are unique and kept as given; node groups are
+	// named within their cluster only, so the global index holds none;
+	// a quota's name is "<project>/<resource>", a CA's its cluster's uuid.
+	pfxCOETemplate     = Prefix + "coetemplate/"
+	pfxNameCOETemplate = Prefix + "name/coetemplate/"
+	pfxCOECluster      = Prefix + "coecluster/"
+	pfxNameCOECluster  = Prefix + "name/coecluster/"
+	pfxCOENodeGroup    = Prefix + "coenodegroup/"
+	pfxNameCOENodeGrp  = Prefix + "name/coenodegroup/"
+	pfxCOECert         = Prefix + "coecert/"
+	pfxNameCOECert     = Prefix + "name/coecert/"
+	pfxCOEQuota        = Prefix + "coequota/"
+	pfxNameCOEQuota    = Prefix + "name/coequota/"
+	pfxCOEFederation   = Prefix + "coefederation/"
+	pfxNameCOEFed      = Prefix + "name/coefederation/"
+	pfxCOETrust        = Prefix + "coetrust/"
+	pfxNameCOETrust    = Prefix + "name/coetrust/"
 )
 
 type entry[T any] struct {
@@ -49,6 +77,11 @@ type DB struct {
 	groups    *collection[*config.NodeGroup]
 	instances *collection[*config.Instance]
 	instMACs  *uniqueIndex[*config.Instance]
+	machines  *collection[*config.Machine]
+	ports     *collection[*config.MachinePort]
+	portMACs  *uniqueIndex[*config.MachinePort]
+	networks  *collection[*config.Network]
+	coe       coeCollections
 	// kinds are the collections by the key segment after Prefix.
 	kinds map[string]loader
 	// changed is closed by the next Apply (see Changed); nil until asked.

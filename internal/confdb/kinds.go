@@ -14,15 +14,27 @@ func (db *DB) reset() {
 	db.groups = newCollection(pfxGroup, pfxNameGroup, keepName, func() *config.NodeGroup { return new(config.NodeGroup) })
 	db.instMACs = newUniqueIndex(pfxMAC, nicCount, nicMAC)
 	db.instances = newCollection(pfxInstance, pfxNameInst, foldName, func() *config.Instance { return new(config.Instance) }, db.instMACs)
+	db.machines = newCollection(pfxMachine, pfxNameMachine, keepName, func() *config.Machine { return new(config.Machine) })
+	db.portMACs = newUniqueIndex(pfxPortMAC, one[*config.MachinePort], portMAC)
+	db.ports = newCollection(pfxPort, pfxNamePort, keepName, func() *config.MachinePort { return new(config.MachinePort) }, db.portMACs)
+	db.networks = newCollection(pfxNetwork, pfxNameNetwork, keepName, func() *config.Network { return new(config.Network) })
+	db.coe = newCOECollections()
 	db.kinds = map[string]loader{
 		kindOf(pfxNode):     db.nodes,
 		kindOf(pfxGroup):    db.groups,
 		kindOf(pfxInstance): db.instances,
+		kindOf(pfxMachine):  db.machines,
+		kindOf(pfxPort):     db.ports,
+		kindOf(pfxNetwork):  db.networks,
 		kindOf(pfxStatus): statusLoader{
-			kindOf(pfxNode):     db.nodes,
-			kindOf(pfxInstance): db.instances,
+			kindOf(pfxNode):         db.nodes,
+			kindOf(pfxInstance):     db.instances,
+			kindOf(pfxMachine):      db.machines,
+			kindOf(pfxCOECluster):   db.coe.clusters,
+			kindOf(pfxCOENodeGroup): db.coe.nodeGroups,
 		},
 	}
+	db.coe.register(db.kinds)
 }
 
 // kindOf is the key segment after Prefix that names a kind of object.
@@ -31,3 +43,7 @@ func kindOf(pfx string) string { return strings.TrimSuffix(strings.TrimPrefix(pf
 // nicCount and nicMAC give an instance's MACs as stored (lower case).
 func nicCount(i *config.Instance) int         { return len(i.NICs) }
 func nicMAC(i *config.Instance, k int) string { return i.NICs[k].MAC }
+
+// A port has one MAC, stored in lower case.
+func one[T any](T) int                            { return 1 }
+func portMAC(p *config.MachinePort, _ int) string { return p.Address }

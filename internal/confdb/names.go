@@ -34,6 +34,9 @@ func newNameIndex(fold func(string) string) *nameIndex {
 }
 
 func (x *nameIndex) add(name, uuid string) {
+	if name == "" {
+		return // unnamed objects (bare-metal machines may be) have no entry
+	}
 	if _, ok := x.exact[name]; !ok {
 		f := x.fold(name)
 		x.folded[f] = append(x.folded[f], name)
@@ -58,6 +61,9 @@ func (x *nameIndex) remove(name string) {
 // lookup finds name's uuid: its exact spelling first, then the one name
 // equal to it but for case.
 func (x *nameIndex) lookup(name string) (string, bool) {
+	if name == "" {
+		return "", false
+	}
 	if u, ok := x.exact[name]; ok {
 		return u, true
 	}
@@ -78,6 +84,9 @@ func (x *nameIndex) key(pfx, name string) string { return pfx + x.fold(name) }
 // folds to it, and the key spelled as the name if an older version wrote
 // that one.
 func (x *nameIndex) staleKeys(pfx, name, uuid string) []string {
+	if name == "" {
+		return nil
+	}
 	var out []string
 	shared := false
 	for _, n := range x.holders(name) {

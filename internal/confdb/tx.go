@@ -115,11 +115,26 @@ func readRev(exists bool, rev, cachedSerial, callerSerial int64) int64 {
 func (tx *Tx) putNamed(key, namePfx string, idx *nameIndex, exists bool, rev int64, oldName, newName, uuid string) {
 	if !exists {
 		tx.cmp(store.Missing(key))
-		tx.nameIndex(idx.key(namePfx, newName), uuid)
+		if newName != "" {
+			tx.nameIndex(idx.key(namePfx, newName), uuid)
+		}
 		return
 	}
 	tx.cmp(store.ModRevisionIs(key, rev))
 	if oldName == newName {
+		return
+	}
+	if oldName == "" || newName == "" {
+		// An unnamed object (a bare-metal machine may be) has no index key.
+		tx.db.mu.RLock()
+		stale := idx.staleKeys(namePfx, oldName, uuid)
+		tx.db.mu.RUnlock()
+		for _, k := range stale {
+			tx.ops = append(tx.ops, store.Delete(k))
+		}
+		if newName != "" {
+			tx.nameIndex(idx.key(namePfx, newName), uuid)
+		}
 		return
 	}
 	tx.db.mu.RLock()

@@ -104,32 +104,50 @@ func ParamString(v any) string {
 // Cluster is the singleton cluster object.
 type Cluster struct {
 	Meta
-	ClusterName          string            `json:"cluster_name"`
-	MasterNode           string            `json:"master_node"` // uuid
-	Epoch                int64             `json:"epoch"`       // bumped by every master start; fences node RPC
-	JoinAddress          string            `json:"join_address"`
-	RPCPort              int               `json:"rpc_port"`
-	EnabledHypervisors   []string          `json:"enabled_hypervisors"`
-	HVParams             map[string]Params `json:"hvparams"`
-	BEParams             Params            `json:"beparams"`
-	NICParams            Params            `json:"nicparams"`
-	NDParams             Params            `json:"ndparams"`
-	OSParams             map[string]Params `json:"osparams"`
-	EnabledDiskTemplates []string          `json:"enabled_disk_templates"`
-	MACPrefix            string            `json:"mac_prefix"`
-	CandidatePoolSize    int               `json:"candidate_pool_size"`
-	MaxRunningJobs       int               `json:"max_running_jobs"`
-	MaxTrackedJobs       int               `json:"max_tracked_jobs"`
-	JobQueueSize         int               `json:"job_queue_size"`
-	HiddenOS             []string          `json:"hidden_os"`
-	BlacklistedOS        []string          `json:"blacklisted_os"`
-	FileStorageDir       string            `json:"file_storage_dir"`
-	WatcherPauseUntil    float64           `json:"watcher_pause"`
-	DefaultIAllocator    string            `json:"default_iallocator"`
-	ConfigVersion        int               `json:"config_version"`
+	ClusterName        string            `json:"cluster_name"`
+	MasterNode         string            `json:"master_node"` // uuid
+	Epoch              int64             `json:"epoch"`       // bumped by every master start; fences node RPC
+	JoinAddress        string            `json:"join_address"`
+	RPCPort            int               `json:"rpc_port"`
+	EnabledHypervisors []string          `json:"enabled_hypervisors"`
+	HVParams           map[string]Params `json:"hvparams"`
+	BEParams           Params            `json:"beparams"`
+	NICParams          Params            `json:"nicparams"`
+	NDParams           Params            `json:"ndparams"`
+	OSParams           map[string]Params `json:"osparams"`
+	// OSHVParams are Ganeti's os_hvp: per OS (or OS+variant), per
+	// hypervisor, parameters over the cluster's for that hypervisor.
+	OSHVParams map[string]map[string]Params `json:"os_hvp,omitempty"`
+	// OSParamsPrivate are Ganeti's osparams_private_cluster: per OS (or
+	// OS+variant) private parameters under the instances' own private ones.
+	OSParamsPrivate map[string]Params `json:"osparams_private_cluster,omitempty"`
+	// IPolicy is the cluster's custom instance policy (Ganeti's ipolicy
+	// keys), over Ganeti's defaults; node groups' custom ones override it.
+	IPolicy              Params   `json:"ipolicy,omitempty"`
+	EnabledDiskTemplates []string `json:"enabled_disk_templates"`
+	MACPrefix            string   `json:"mac_prefix"`
+	CandidatePoolSize    int      `json:"candidate_pool_size"`
+	MaxRunningJobs       int      `json:"max_running_jobs"`
+	MaxTrackedJobs       int      `json:"max_tracked_jobs"`
+	JobQueueSize         int      `json:"job_queue_size"`
+	HiddenOS             []string `json:"hidden_os"`
+	BlacklistedOS        []string `json:"blacklisted_os"`
+	FileStorageDir       string   `json:"file_storage_dir"`
+	// SharedFileStorageDir is where the sharedfile template keeps disks: a
+	// directory every node mounts at this path (Ganeti's
+	// shared_file_storage_dir).
+	SharedFileStorageDir string  `json:"shared_file_storage_dir,omitempty"`
+	WatcherPauseUntil    float64 `json:"watcher_pause"`
+	DefaultIAllocator    string  `json:"default_iallocator"`
+	ConfigVersion        int     `json:"config_version"`
 	// UIDPool is Ganeti's uid_pool: inclusive [low, high] uid ranges for
 	// qemu under security_model pool (see internal/uidpool).
 	UIDPool [][2]uint32 `json:"uid_pool,omitempty"`
+
+	// ReconcilerPauses are corrald's reconcilers' own pause switches:
+	// reconciler name -> the Unix time its pause ends, 0 for until
+	// resumed (see reconcile.Pauses). The watcher pause holds them all.
+	ReconcilerPauses map[string]float64 `json:"reconciler_pauses,omitempty"`
 
 	// Per-node SSH keys (cmdlib/sshkeys.go): "" and 0 mean Ganeti's
 	// defaults (rsa, 2048); a nil ModifySSHSetup means true.
@@ -137,6 +155,9 @@ type Cluster struct {
 	SSHKeyBits                     int    `json:"ssh_key_bits,omitempty"`
 	ModifySSHSetup                 *bool  `json:"modify_ssh_setup,omitempty"`
 	MasterCapabilityRAPIModifiable bool   `json:"master_capability_rapi_modifiable,omitempty"`
+	// AutoFailover lets the watcher fail over the instances of a node
+	// declared offline (Corral only; off by default).
+	AutoFailover bool `json:"auto_failover,omitempty"`
 
 	// GanetiDropin makes the master stand in for a Ganeti master on its
 	// machine (package ganetidropin): it also serves LUXI on Ganeti's
@@ -163,8 +184,17 @@ func (c *Cluster) Clone() *Cluster {
 	n.HiddenOS = slices.Clone(c.HiddenOS)
 	n.BlacklistedOS = slices.Clone(c.BlacklistedOS)
 	n.UIDPool = slices.Clone(c.UIDPool)
+	n.ReconcilerPauses = maps.Clone(c.ReconcilerPauses)
 	n.HVParams = cloneNested(c.HVParams)
 	n.OSParams = cloneNested(c.OSParams)
+	n.IPolicy = c.IPolicy.Clone()
+	n.OSParamsPrivate = cloneNested(c.OSParamsPrivate)
+	if c.OSHVParams != nil {
+		n.OSHVParams = make(map[string]map[string]Params, len(c.OSHVParams))
+		for os, hvs := range c.OSHVParams {
+			n.OSHVParams[os] = cloneNested(hvs)
+		}
+	}
 	n.BEParams = c.BEParams.Clone()
 	n.NICParams = c.NICParams.Clone()
 	n.NDParams = c.NDParams.Clone()
@@ -189,6 +219,10 @@ type NodeGroup struct {
 	NDParams    Params            `json:"ndparams"`             // custom values only
 	DiskParams  map[string]Params `json:"diskparams,omitempty"` // per disk template, custom values only
 	IPolicy     Params            `json:"ipolicy,omitempty"`    // custom instance policy
+	// Networks are the networks connected to the group, by network uuid,
+	// with the NIC parameters their instances' NICs get (Ganeti's
+	// group.networks).
+	Networks map[string]NetParams `json:"networks,omitempty"`
 }
 
 func (g *NodeGroup) Clone() *NodeGroup {
@@ -197,6 +231,7 @@ func (g *NodeGroup) Clone() *NodeGroup {
 	n.NDParams = g.NDParams.Clone()
 	n.DiskParams = cloneNested(g.DiskParams)
 	n.IPolicy = g.IPolicy.Clone()
+	n.Networks = maps.Clone(g.Networks)
 	return &n
 }
 
@@ -265,6 +300,10 @@ const (
 const (
 	DTDiskless = "diskless"
 	DTFile     = "file"
+	DTRBD      = "rbd"
+	// DTSharedFile is the sharedfile template: disks in the cluster's
+	// shared_file_storage_dir, reachable from every node.
+	DTSharedFile = "sharedfile"
 )
 
 // Disk is one instance disk.
@@ -283,6 +322,10 @@ type NIC struct {
 	IP   string `json:"ip,omitempty"`
 	Mode string `json:"mode"` // bridged | routed
 	Link string `json:"link,omitempty"`
+	// Network is the uuid of the network the NIC is on ("" for none);
+	// Mode, Link and VLAN then come from the group's connection to it.
+	Network string `json:"network,omitempty"`
+	VLAN    string `json:"vlan,omitempty"`
 }
 
 // Instance is a virtual machine.

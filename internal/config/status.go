@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"slices"
 	"time"
 )
@@ -110,4 +111,19 @@ func (s *Status) RemoveCondition(typ string) bool {
 	n := len(s.Conditions)
 	s.Conditions = slices.DeleteFunc(s.Conditions, func(c Condition) bool { return c.Type == typ })
 	return len(s.Conditions) != n
+}
+
+// ChangeStatus applies change to a copy of cur (nil: no status yet) and
+// reports whether the result differs, so that writers write only changes.
+// An object with no status that would get an empty one gets none.
+func ChangeStatus(cur *Status, change func(s *Status, now time.Time), now time.Time) (*Status, bool) {
+	next := cur.Clone()
+	if next == nil {
+		next = &Status{}
+	}
+	change(next, now)
+	if reflect.DeepEqual(cur, next) || (cur == nil && next.Empty()) {
+		return nil, false
+	}
+	return next, true
 }

@@ -41,6 +41,7 @@ type Options struct {
 	FakeMemMiB   int64
 	WatcherEvery time.Duration
 	CorraldArgs  []string // extra corrald flags, e.g. --max-connections
+	NodeArgs     []string // extra corral-node flags, e.g. --agent-ramdisk
 	// Store is the store backend: bbolt (default) or etcd. With etcd the
 	// dev cluster starts EtcdMembers members (1 or 3, default 1) as the
 	// user corral-etcd on the master's address, inits the cluster on bbolt
@@ -72,7 +73,21 @@ type Options struct {
 	// machine's own /var/lib/ganeti and /var/run/ganeti.
 	GanetiDropin bool
 	GanetiRoot   string
-	Log          func(format string, args ...any)
+	// BaremetalPort is the Bare Metal API's port on the master's address
+	// (0: a free one; DefaultBaremetalPort falls back to a free one when
+	// taken) and BaremetalAuth its authentication: http_basic (default,
+	// with a new password for BaremetalDevUser), noauth, or off. The
+	// openstack client's settings are written to baremetal.env.
+	BaremetalPort int
+	BaremetalAuth string
+	// COEPort is the Container Infra API's port on the master's address
+	// (0: a free one; DefaultCOEPort falls back to a free one when taken)
+	// and COEAuth its authentication: http_basic (default, with a new
+	// password for COEDevUser), noauth, or off. The openstack client's
+	// settings are written to coe.env.
+	COEPort int
+	COEAuth string
+	Log     func(format string, args ...any)
 }
 
 // Proc is a daemon the dev cluster started.
@@ -107,6 +122,12 @@ type State struct {
 	// RAPIURL is where corral-rapi listens; its credentials are in
 	// rapi.env, which only root reads (this file is world-readable).
 	RAPIURL string `json:"rapi_url,omitempty"`
+	// BaremetalURL is the Bare Metal API's endpoint; the openstack
+	// client's settings are in baremetal.env (root only).
+	BaremetalURL string `json:"baremetal_url,omitempty"`
+	// COEURL is the Container Infra API's endpoint (ending in /v1); the
+	// openstack client's settings are in coe.env (root only).
+	COEURL string `json:"coe_url,omitempty"`
 	// Created is true when Up created the state directory, so purge may
 	// remove it whole; otherwise purge removes only what Up put there.
 	Created bool `json:"created"`
@@ -193,6 +214,26 @@ func (o *Options) fill() error {
 		// Ganeti's tools require GANETI_ROOTDIR's last component to be
 		// the node name they run as: the master, node1.
 		o.GanetiRoot = filepath.Join(o.StateDir, "ganeti", "node1")
+	}
+	switch o.BaremetalAuth {
+	case "":
+		o.BaremetalAuth = BaremetalHTTPBasic
+	case BaremetalHTTPBasic, BaremetalNoAuth, BaremetalOff:
+	default:
+		return fmt.Errorf("Bare Metal API auth %q: want %s, %s or %s", o.BaremetalAuth, BaremetalHTTPBasic, BaremetalNoAuth, BaremetalOff)
+	}
+	switch o.COEAuth {
+	case "":
+		o.COEAuth = COEHTTPBasic
+	case COEHTTPBasic, COENoAuth, COEOff:
+	default:
+		return fmt.Errorf("Container Infra API auth %q: want %s, %s or %s", o.COEAuth, COEHTTPBasic, COENoAuth, COEOff)
+	}
+	if o.COEPort < 0 || o.COEPort > 65535 {
+		return fmt.Errorf("Container Infra API port %d is out of range", o.COEPort)
+	}
+	if o.BaremetalPort < 0 || o.BaremetalPort > 65535 {
+		return fmt.Errorf("Bare Metal API port %d is out of range", o.BaremetalPort)
 	}
 	if o.Masters < 1 || o.Masters > maxMasters {
 		return fmt.Errorf("%d masters: a dev cluster runs 1 to %d master candidates", o.Masters, maxMasters)
@@ -318,6 +359,11 @@ func Up(ctx context.Context, o Options) (*State, error) {
 			"--listen", net.JoinHostPort(ip, strconv.Itoa(rpcPort)), "--os-path", o.OSDir, "--os-path-only",
 			"--hypervisors", joinComma(o.Hypervisors), "--fake-memory", strconv.FormatInt(o.FakeMemMiB, 10),
 			"--ssh-dir", filepath.Join(l.NodeDir(name), "ssh")} // never the machine's own /root/.ssh
+		// The COE control planes run as uids of their own, which must
+		// enter every directory above theirs: the node's state
+		// directory is root's alone, the dev cluster's is searchable.
+		args = append(args, "--coe-dir", filepath.Join(o.StateDir, "coe", name))
+		args = append(args, o.NodeArgs...)
 		p, err := start(filepath.Join(o.BinDir, "corral-node"), args, filepath.Join(o.StateDir, "logs", name+".log"), nil, nil)
 		if err != nil {
 			return err
@@ -344,6 +390,16 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	}
 	startCorrald := func(n int) error {
 		args := []string{"--state-dir", o.StateDir, "--run-dir", candidateRunDir(runDir, n), "--watcher-interval", watch.String()}
+		if o.BaremetalAuth != BaremetalOff {
+			// Machines' agents pin the Bare Metal API's certificate, the
+			// RAPI's, which corrald reads from a public copy: the RAPI's
+			// directory is corral-rapi's alone.
+			pub := filepath.Join(o.StateDir, "baremetal-api.crt")
+			if err := copyPublic(l.RAPICert(), pub); err != nil {
+				return fmt.Errorf("publishing the Bare Metal API's certificate: %w", err)
+			}
+			args = append(args, "--baremetal-api-cert", pub)
+		}
 		if o.Store == storecfg.BackendEtcd {
 			cargs, err := candidateArgs(runDir, n, !o.NoForward)
 			if err != nil {
@@ -412,8 +468,11 @@ func Up(ctx context.Context, o Options) (*State, error) {
 			return st, fmt.Errorf("%s did not come up (see %s): %w", CorraldName(n), filepath.Join(o.StateDir, "logs", corraldLog(n)), err)
 		}
 	}
-	// One corral-rapi, on the first candidate's socket (see upRAPI).
+	// One corral-rapi, on every candidate's socket (see upRAPI).
 	if err := upRAPI(ctx, o, l, st, ips[0], save); err != nil {
+		return st, err
+	}
+	if err := upCOETemplate(ctx, o, c); err != nil {
 		return st, err
 	}
 	return st, writeEnv(st)
@@ -567,6 +626,11 @@ func RestartWith(st *State, name string, env []string) (Proc, error) {
 		if p.Name != name {
 			continue
 		}
+		if alive(p) {
+			// A second copy would fail on the first one's store lock or
+			// ports while the first one goes on answering: no restart.
+			return Proc{}, fmt.Errorf("restarting %s: it still runs (pid %d); stop it first", name, p.PID)
+		}
 		var cred *syscall.Credential
 		var err error
 		full := append(os.Environ(), env...)
@@ -596,4 +660,13 @@ func RestartWith(st *State, name string, env []string) (Proc, error) {
 		return np, os.WriteFile(filepath.Join(st.StateDir, "dev.json"), b, 0o644)
 	}
 	return Proc{}, fmt.Errorf("no daemon %q in this dev cluster", name)
+}
+
+// copyPublic copies a public file (a certificate) to dst, mode 0644.
+func copyPublic(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
 }

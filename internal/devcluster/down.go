@@ -5,10 +5,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/corral/corral/internal/coe/controlplane"
 	"github.com/corral/corral/internal/ganetidropin"
 	"github.com/corral/corral/internal/hypervisor/kvm"
 	"github.com/corral/corral/internal/netdev"
@@ -38,6 +41,8 @@ func Down(ctx context.Context, stateDir string, purge bool, logf func(string, ..
 		stop(p.PID, 10*time.Second)
 	}
 	stopNodeMembers(abs, logf)
+	stopCOEControlPlanes(abs, logf)
+	cleanKubeletWorkers(abs, logf)
 	// Instances survive their node daemon on purpose; a dev cluster going
 	// down takes them along.
 	ents, _ := os.ReadDir(abs)
@@ -78,7 +83,7 @@ func Down(ctx context.Context, stateDir string, purge bool, logf func(string, ..
 		// Not ours to remove whole: only what Up put there.
 		logf("Removing the dev cluster's files from %s", abs)
 		for _, e := range ents {
-			if e.Name() == "logs" || e.Name() == "master" || e.Name() == "env" || e.Name() == "dev.json" || e.Name() == "etcd" || e.Name() == "rapi" || e.Name() == RAPIEnvFile || e.Name() == "ganeti" || strings.HasPrefix(e.Name(), "node") {
+			if e.Name() == "logs" || e.Name() == "master" || e.Name() == "env" || e.Name() == "dev.json" || e.Name() == "etcd" || e.Name() == "rapi" || e.Name() == RAPIEnvFile || e.Name() == BaremetalEnvFile || e.Name() == COEEnvFile || e.Name() == "coe" || e.Name() == "ganeti" || strings.HasPrefix(e.Name(), "node") {
 				if err := os.RemoveAll(filepath.Join(abs, e.Name())); err != nil {
 					return err
 				}
@@ -87,6 +92,43 @@ func Down(ctx context.Context, stateDir string, purge bool, logf func(string, ..
 		return nil
 	}
 	return os.Remove(filepath.Join(abs, "dev.json"))
+}
+
+// stopCOEControlPlanes stops the processes of the COE clusters' control
+// planes, which outlive their node daemon on purpose (a node daemon
+// restart keeps them): every process whose command line names a file
+// under the dev cluster's COE directory (<state-dir>/coe).
+func stopCOEControlPlanes(abs string, logf func(string, ...any)) {
+	dir := filepath.Join(abs, "coe") + "/"
+	ents, _ := os.ReadDir("/proc")
+	var wg sync.WaitGroup
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(b), dir) {
+			continue
+		}
+		argv0, _, _ := strings.Cut(string(b), "\x00")
+		logf("Stopping %s of a COE cluster (pid %d)", filepath.Base(argv0), pid)
+		wg.Go(func() { stop(pid, 10*time.Second) })
+	}
+	wg.Wait()
+}
+
+// cleanKubeletWorkers removes what the kubelet workers of COE clusters
+// left on the host once their processes are stopped (pods, shims, mounts,
+// cgroups, bridges), so that the state directory can go.
+func cleanKubeletWorkers(abs string, logf func(string, ...any)) {
+	dirs, _ := filepath.Glob(filepath.Join(abs, "coe", "*", "workers", "*"))
+	for _, d := range dirs {
+		logf("Cleaning up after the kubelet worker %s", d)
+		if err := controlplane.CleanWorkerLeftovers(d, controlplane.DefaultWorkerHost(), 10*time.Second); err != nil {
+			logf("  %v", err)
+		}
+	}
 }
 
 // removeSsconf removes the ssconf files drop-in mode wrote under root, so

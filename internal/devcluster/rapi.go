@@ -46,10 +46,12 @@ const (
 )
 
 // upRAPI starts corral-rapi as corral-rapi on the master's address and a
-// free port, with a new write user, records it and writes rapi.env. It
-// talks to the first candidate's socket: with several forwarding master
-// candidates that socket reaches whichever is master, so corral-rapi
-// follows the role (while the first corrald runs, as master or standby).
+// free port, with a new write user, records it and writes rapi.env. It is
+// given every master candidate's LUXI socket (one --luxi-socket each, the
+// first corrald's first): a forwarding candidate's socket reaches
+// whichever is master, so corral-rapi uses the first and follows the role
+// through it, and moves on to the next candidate's socket only when the
+// one in use cannot be dialed, its corrald gone, without a restart.
 func upRAPI(ctx context.Context, o Options, l bootstrap.Layout, st *State, ip string, save func() error) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
@@ -68,9 +70,18 @@ func upRAPI(ctx context.Context, o Options, l bootstrap.Layout, st *State, ip st
 	if err != nil {
 		return err
 	}
+	bmArgs, bm, err := prepareBaremetal(o, l, ip)
+	if err != nil {
+		return err
+	}
+	coeArgs, coe, err := prepareCOE(o, l, ip)
+	if err != nil {
+		return err
+	}
 	o.Log("Starting corral-rapi as %s on %s", bootstrap.RAPIUser, env.URL)
-	args := []string{"--bind", ip, "--port", strconv.Itoa(port), "--cert", l.RAPICert(), "--key", l.RAPIKey(),
-		"--users", l.RAPIUsers(), "--luxi-socket", l.Socket()}
+	args := append([]string{"--bind", ip, "--port", strconv.Itoa(port), "--cert", l.RAPICert(), "--key", l.RAPIKey(),
+		"--users", l.RAPIUsers()}, rapiSocketArgs(st, l)...)
+	args = append(append(args, bmArgs...), coeArgs...)
 	logPath := filepath.Join(o.StateDir, "logs", "corral-rapi.log")
 	p, err := start(filepath.Join(o.BinDir, "corral-rapi"), args, logPath, cred, nil)
 	if err != nil {
@@ -79,13 +90,53 @@ func upRAPI(ctx context.Context, o Options, l bootstrap.Layout, st *State, ip st
 	p.Name, p.User = RAPIName, bootstrap.RAPIUser
 	st.Procs = append(st.Procs, p)
 	st.RAPIURL = env.URL
+	if bm != nil {
+		st.BaremetalURL = bm.Endpoint
+	}
+	if coe != nil {
+		st.COEURL = coe.Endpoint
+	}
 	if err := save(); err != nil {
 		return err
 	}
 	if err := waitTLS(ctx, env, 30*time.Second); err != nil {
 		return fmt.Errorf("corral-rapi did not come up (see %s): %w", logPath, err)
 	}
+	if bm != nil {
+		if err := waitTLS(ctx, RAPIEnv{URL: bm.Endpoint, CA: bm.CACert}, 30*time.Second); err != nil {
+			return fmt.Errorf("the Bare Metal API did not come up (see %s): %w", logPath, err)
+		}
+		o.Log("Bare Metal API on %s (auth %s); for the openstack client: . %s", bm.Endpoint, bm.AuthType,
+			filepath.Join(o.StateDir, BaremetalEnvFile))
+		if err := WriteBaremetalEnv(filepath.Join(o.StateDir, BaremetalEnvFile), *bm); err != nil {
+			return err
+		}
+	}
+	if coe != nil {
+		if err := waitTLS(ctx, RAPIEnv{URL: strings.TrimSuffix(coe.Endpoint, "/v1"), CA: coe.CACert}, 30*time.Second); err != nil {
+			return fmt.Errorf("the Container Infra API did not come up (see %s): %w", logPath, err)
+		}
+		o.Log("Container Infra API on %s (auth %s); for the openstack client: . %s", coe.Endpoint, coe.AuthType,
+			filepath.Join(o.StateDir, COEEnvFile))
+		if err := WriteCOEEnv(filepath.Join(o.StateDir, COEEnvFile), *coe); err != nil {
+			return err
+		}
+	}
 	return WriteRAPIEnv(filepath.Join(o.StateDir, RAPIEnvFile), env)
+}
+
+// rapiSocketArgs are corral-rapi's --luxi-socket flags: one for each
+// master candidate of st, in order, or the layout's socket when st lists
+// no corrald yet.
+func rapiSocketArgs(st *State, l bootstrap.Layout) []string {
+	var args []string
+	for _, c := range st.Candidates() {
+		args = append(args, "--luxi-socket", c.Socket)
+	}
+	if len(args) == 0 {
+		args = []string{"--luxi-socket", l.Socket()}
+	}
+	return args
 }
 
 // waitTLS waits until the server at env.URL completes a handshake that

@@ -4,8 +4,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/corral/corral/internal/bootstrap"
 )
 
 func TestRAPIEnvRoundTrip(t *testing.T) {
@@ -99,4 +102,26 @@ func FuzzParseRAPIEnv(f *testing.F) {
 			t.Fatalf("%+v read back as %+v, %v", env, again, err)
 		}
 	})
+}
+
+// TestRAPISocketArgs: corral-rapi gets every master candidate's socket,
+// the first corrald's first, so it can move on when that one is gone.
+func TestRAPISocketArgs(t *testing.T) {
+	l := bootstrap.Layout{RunDir: "/run/crl-x"}
+	st := &State{RunDir: "/run/crl-x", Socket: l.Socket(), Procs: []Proc{
+		{Name: "corral-node node1"}, {Name: "corrald"}, {Name: "corrald 2"}, {Name: "corrald 3"},
+	}}
+	want := []string{"--luxi-socket", "/run/crl-x/master/luxi.sock", "--luxi-socket", "/run/crl-x/c2/master/luxi.sock",
+		"--luxi-socket", "/run/crl-x/c3/master/luxi.sock"}
+	if got := rapiSocketArgs(st, l); !slices.Equal(got, want) {
+		t.Fatalf("three candidates: %q, want %q", got, want)
+	}
+	st.Procs = st.Procs[:2]
+	if got := rapiSocketArgs(st, l); !slices.Equal(got, want[:2]) {
+		t.Fatalf("one candidate: %q, want %q", got, want[:2])
+	}
+	st.Procs = nil
+	if got := rapiSocketArgs(st, l); !slices.Equal(got, want[:2]) {
+		t.Fatalf("no corrald recorded: %q, want %q", got, want[:2])
+	}
 }

@@ -24,6 +24,10 @@ const (
 	NotUnique Class = "resource_not_unique"         // ECODE_NOTUNIQUE
 	Fault     Class = "internal_error"              // ECODE_FAULT
 	Environ   Class = "environment_error"           // ECODE_ENVIRON
+	// Quota is Corral's own class (Ganeti has none): a project reached
+	// the hard limit of a resource, which the Container Infra API
+	// answers with 403 as Magnum's ResourceLimitExceeded.
+	Quota Class = "quota_exceeded"
 )
 
 // Kind is the Ganeti exception class name used when an error is encoded as
@@ -160,7 +164,7 @@ func ExitCode(c Class) int {
 		return 4
 	case State:
 		return 5
-	case NoRes, TempNoRes:
+	case NoRes, TempNoRes, Quota:
 		return 6
 	case Environ, Resolver:
 		return 7
@@ -184,6 +188,8 @@ func HTTPStatus(err error) int {
 		return http.StatusForbidden
 	}
 	switch e.Class {
+	case Quota:
+		return http.StatusForbidden
 	case Inval:
 		return http.StatusBadRequest
 	case NoEnt:

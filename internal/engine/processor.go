@@ -69,13 +69,22 @@ func (p *Processor) Recover(ctx context.Context, h *jobqueue.OpHandle) error {
 	defer cancel()
 	if err := acquireAll(rctx, p.Locks, held, h.Priority(), reqs); err != nil {
 		p.Log.Error("cannot re-acquire the recorded locks of an op", "job", h.JobID(), "op", h.OpIndex(), "locks", h.RecordedLocks(), "err", err)
-		return ecode.ExecErrorf("cannot re-acquire the locks this op held before the master restarted: %v", err)
+		return ecode.ExecErrorf("cannot re-acquire the locks this op held before the master restarted: %w", err)
 	}
 	p.mu.Lock()
 	p.recovered[opKey(h)] = held
 	p.mu.Unlock()
 	return nil
 }
+
+// ErrCanceledByRequest is the failure a unit's Revert gets when its job was
+// canceled after the op began (parked in a step, or with steps committed).
+var ErrCanceledByRequest error = canceledError{}
+
+type canceledError struct{}
+
+func (canceledError) Error() string        { return "the job was canceled" }
+func (canceledError) Is(target error) bool { return target == jobqueue.ErrCanceled }
 
 // RunOp executes one opcode of a job.
 func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error) {
@@ -115,7 +124,7 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 	}
 	if len(data) > 0 {
 		if err := json.Unmarshal(data, lu); err != nil {
-			return nil, ecode.ExecErrorf("cannot restore the plan of %s: %v", op.ID, err)
+			return nil, ecode.ExecErrorf("cannot restore the plan of %s: %w", op.ID, err)
 		}
 	}
 	if !resumed {
@@ -126,6 +135,14 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 			}
 			return nil, err
 		}
+	}
+	if h.Canceled() {
+		// Canceled after it began (the queue runs such an op once more):
+		// its unit undoes what the committed steps did, under its locks.
+		p.revert(ctx, lu, h, op, cursor, ErrCanceledByRequest)
+		return nil, ErrCanceledByRequest
+	}
+	if !resumed {
 		// One write records the locks and marks the op running.
 		if err := h.SetRunningWithLocks(ctx, EncodeLocks(held.Held())); err != nil {
 			return nil, err
@@ -178,7 +195,7 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 		}
 		plan, err := json.Marshal(lu)
 		if err != nil {
-			return nil, ecode.ExecErrorf("cannot save the plan of %s: %v", op.ID, err)
+			return nil, ecode.ExecErrorf("cannot save the plan of %s: %w", op.ID, err)
 		}
 		c := jobqueue.StepCommit{Next: i + 1, Data: plan, Children: sc.children}
 		if sc.tx != nil {
@@ -195,7 +212,7 @@ func (p *Processor) RunOp(ctx context.Context, h *jobqueue.OpHandle) (any, error
 			result = lu.Result()
 			raw, err := json.Marshal(result)
 			if err != nil {
-				return nil, ecode.ExecErrorf("cannot encode the result of %s: %v", op.ID, err)
+				return nil, ecode.ExecErrorf("cannot encode the result of %s: %w", op.ID, err)
 			}
 			c.Final, c.Result = true, raw
 		}
@@ -337,6 +354,9 @@ func (s *StepCtx) Tx() *confdb.Tx {
 
 // Op is the decoded opcode.
 func (s *StepCtx) Op() *opcodes.Op { return s.op }
+
+// JobID is the id of the job the op belongs to.
+func (s *StepCtx) JobID() int64 { return s.h.JobID() }
 
 // Step is the index of the step running (or, in a revert, of the step
 // that failed).

@@ -47,7 +47,10 @@ func CheckEventName(name string) error {
 //
 // An event is a wake-up, not a message: one delivered while no op waits
 // for it is lost. Callers deliver it once the state it announces is
-// durable, and a step checks that state before it suspends.
+// durable, and a step checks that state before it suspends. The end of a
+// job (JobEndedEvent) is the exception: the queue wakes at once an op
+// that suspends on the end of a job that has already ended; WaitForJob
+// waits for one.
 //
 // A step with configuration writes or child jobs not yet committed cannot
 // suspend (they would be lost): it commits them first, as its own step.

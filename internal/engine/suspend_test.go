@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"path/filepath"
 	"runtime"
@@ -111,6 +112,7 @@ func TestStepSuspendsUntilEventOrDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	waitReverts.Store(0) // other tests revert waitUnits on purpose
 	q, _ := startWaitQueue(t, st)
 	onEvent := submitOp(t, q, map[string]any{"OP_ID": "OP_TEST_WAIT", "event": "agent/42/called-back"})
 	onDeadline := submitOp(t, q, map[string]any{"OP_ID": "OP_TEST_WAIT", "event": "never", "deadline_ms": 1500})
@@ -201,4 +203,55 @@ func TestSuspendedOpsHoldNoGoroutine(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSuspended(t, q, 0)
+}
+
+// cancelWaitUnit is waitUnit whose Revert reports what it was given.
+type cancelWaitUnit struct {
+	waitUnit
+	reverted chan error
+}
+
+func (u *cancelWaitUnit) Revert(_ context.Context, _ *StepCtx, failed error) { u.reverted <- failed }
+
+// TestCancelOfParkedOpReverts: a job canceled while its op is parked in a
+// step (after a committed one) runs its unit's Revert before it ends
+// canceled, so whatever the first step reserved is given back.
+func TestCancelOfParkedOpReverts(t *testing.T) {
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "s.db"), boltstore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	reverted := make(chan error, 4)
+	reg := NewRegistry(waitTable())
+	reg.Register(Op{ID: "OP_TEST_WAIT", New: func() Unit { return &cancelWaitUnit{reverted: reverted} }})
+	p := NewProcessor(nil, locking.New(), nil, reg, slog.New(slog.DiscardHandler))
+	q, err := jobqueue.New(jobqueue.Options{Store: st, Runner: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Wake = q.Notify
+	if err := q.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer q.Stop()
+	id := submitOp(t, q, map[string]any{"OP_ID": "OP_TEST_WAIT", "event": "never"})
+	waitSuspended(t, q, 1)
+	if ok, msg, err := q.Cancel(context.Background(), id, false); !ok || err != nil {
+		t.Fatalf("cancel: %v %q %v", ok, msg, err)
+	}
+	if status, _ := waitJob(t, q, id); status != "canceled" {
+		t.Fatalf("job ended %s, want canceled", status)
+	}
+	select {
+	case err := <-reverted:
+		if !errors.Is(err, jobqueue.ErrCanceled) || err.Error() != "the job was canceled" {
+			t.Errorf("Revert got %v", err)
+		}
+	default:
+		t.Fatal("the canceled parked op was not reverted")
+	}
+	if len(reverted) != 0 {
+		t.Error("reverted more than once")
+	}
 }

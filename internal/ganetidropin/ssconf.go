@@ -38,6 +38,7 @@ type Snapshot struct {
 	Nodes     []*config.Node
 	Groups    []*config.NodeGroup
 	Instances []*config.Instance
+	Networks  []*config.Network
 	// MasterIP is the cluster's master address as QueryClusterInfo
 	// reports it.
 	MasterIP string
@@ -92,6 +93,11 @@ func Values(s Snapshot) map[string]string {
 	for _, g := range groups {
 		groupLines = append(groupLines, g.UUID+" "+g.Name)
 	}
+	var netLines []string
+	for _, n := range s.Networks {
+		netLines = append(netLines, n.UUID+" "+n.Name)
+	}
+	slices.Sort(netLines)
 	var uidPool []string
 	for _, r := range c.UIDPool {
 		if r[0] == r[1] {
@@ -129,7 +135,7 @@ func Values(s Snapshot) map[string]string {
 		"maintain_node_health":    {"False"},
 		"uid_pool":                uidPool,
 		"nodegroups":              groupLines,
-		"networks":                nil, // Corral has no Ganeti networks
+		"networks":                netLines,
 		"enabled_user_shutdown":   {"False"},
 		"ssh_ports":               sshPorts,
 	}

@@ -32,7 +32,8 @@ func testSnapshot() Snapshot {
 		{Meta: config.Meta{UUID: "n2-uuid", Name: "node2"}, PrimaryIP: "192.0.2.2", SecondaryIP: "192.0.2.2", Group: "g1-uuid", MasterCandidate: true, Offline: true, NDParams: config.Params{"ssh_port": float64(24)}},
 	}
 	insts := []*config.Instance{{Meta: config.Meta{Name: "web10"}}, {Meta: config.Meta{Name: "web2"}}, {Meta: config.Meta{Name: "db1"}}}
-	return Snapshot{Cluster: c, Nodes: nodes, Groups: []*config.NodeGroup{g2, g3, g1}, Instances: insts, MasterIP: "192.0.2.1", Release: "1.2.3"}
+	nets := []*config.Network{{Meta: config.Meta{UUID: "net2-uuid", Name: "lan"}}, {Meta: config.Meta{UUID: "net1-uuid", Name: "dmz"}}}
+	return Snapshot{Cluster: c, Nodes: nodes, Groups: []*config.NodeGroup{g2, g3, g1}, Instances: insts, Networks: nets, MasterIP: "192.0.2.1", Release: "1.2.3"}
 }
 
 // The values follow src/Ganeti/WConfd/Ssconf.hs (mkSSConf) and the file
@@ -60,7 +61,7 @@ func TestValues(t *testing.T) {
 		"hypervisor_list":         "kvm\nfake\n",
 		"uid_pool":                "2000-2099\n3000\n",
 		"nodegroups":              "g1-uuid default\ng3-uuid rack9\ng2-uuid rack10\n",
-		"networks":                "",
+		"networks":                "net1-uuid dmz\nnet2-uuid lan\n",
 		"ssh_ports":               "node1=2222\nnode2=24\nnode10=22\n",
 		"primary_ip_family":       "2\n",
 		"release_version":         "1.2.3\n",

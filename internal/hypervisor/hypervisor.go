@@ -39,6 +39,19 @@ type DiskSpec struct {
 	SizeMiB  int64
 	ReadOnly bool
 	UUID     string
+	// RBD, when set, is a Ceph image the hypervisor opens itself through
+	// librbd; Path is then only its name for operators.
+	RBD *RBDImage
+}
+
+// RBDImage is a Ceph RBD image and the node's files that reach it. The
+// hypervisor hands its confined process copies of conf and of the one
+// client's key in keyring, never the node's files themselves.
+type RBDImage struct {
+	Pool, Image string
+	Client      string // cephx user without "client."
+	Conf        string // the node's ceph.conf
+	Keyring     string // the node's keyring holding client's key
 }
 
 // NICSpec is one network interface. Tap is the host device name, created by the
@@ -67,6 +80,9 @@ type InstanceSpec struct {
 	NICs        []NICSpec
 	// UIDPool is the cluster's uid pool, used by security_model pool.
 	UIDPool uidpool.Pool
+	// Incoming starts the instance as the destination of a migration: it
+	// waits for its state (see Migrator) instead of booting.
+	Incoming bool
 }
 
 // State is what a hypervisor reports about an instance it runs.

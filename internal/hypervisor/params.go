@@ -34,7 +34,25 @@ const (
 	ParamUseChroot      = "use_chroot"
 	ParamUseLocaltime   = "use_localtime"
 	ParamVGA            = "vga"
+	// Migration parameters, Ganeti's names. migration_bandwidth is MiB/s,
+	// migration_downtime milliseconds; migration_caps is a colon-separated
+	// list of qemu migration capabilities, where "postcopy-ram" lets a
+	// migration that does not converge switch to post-copy.
+	ParamMigrationPort      = "migration_port"
+	ParamMigrationBandwidth = "migration_bandwidth"
+	ParamMigrationDowntime  = "migration_downtime"
+	ParamMigrationMode      = "migration_mode"
+	ParamMigrationCaps      = "migration_caps"
 )
+
+// Migration modes (Ganeti's HT_MIGRATION_MODES).
+const (
+	MigrationLive    = "live"
+	MigrationNonLive = "non-live"
+)
+
+// CapPostcopy is the migration_caps entry that allows post-copy.
+const CapPostcopy = "postcopy-ram"
 
 // Values with a meaning of their own.
 const (
@@ -103,6 +121,45 @@ var kvmParams = map[string]param{
 	ParamUseChroot:      {"false", checkBool},
 	ParamUseLocaltime:   {"false", checkBool},
 	ParamVGA:            {"", checkEnum("", "std", "cirrus", "vmware", "qxl", "virtio", "none")},
+	// Ganeti's defaults: port 8102, 32 MiB/s, 30 ms, live.
+	ParamMigrationPort:      {"8102", checkIntRange(1, 65535)},
+	ParamMigrationBandwidth: {"32", checkIntRange(1, 1<<20)},
+	ParamMigrationDowntime:  {"30", checkIntRange(1, 3600*1000)},
+	ParamMigrationMode:      {MigrationLive, checkEnum(MigrationLive, MigrationNonLive)},
+	ParamMigrationCaps:      {"", checkMigrationCaps},
+}
+
+// migrationCaps are the capabilities migration_caps may name.
+var migrationCaps = []string{CapPostcopy, "xbzrle", "auto-converge", "zero-blocks", "compress", "multifd"}
+
+func checkIntRange(lo, hi int) func(string) error {
+	return func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < lo || n > hi {
+			return errorf("%q is not an integer from %d to %d", s, lo, hi)
+		}
+		return nil
+	}
+}
+
+func checkMigrationCaps(s string) error {
+	if s == "" {
+		return nil
+	}
+	for _, c := range strings.Split(s, ":") {
+		if !slices.Contains(migrationCaps, c) {
+			return errorf("migration capability %q is not one of %s", c, strings.Join(migrationCaps, ", "))
+		}
+	}
+	return nil
+}
+
+// MigrationCaps splits a filled parameter set's migration_caps.
+func MigrationCaps(hv map[string]string) []string {
+	if hv[ParamMigrationCaps] == "" {
+		return nil
+	}
+	return strings.Split(hv[ParamMigrationCaps], ":")
 }
 
 func table(name string) map[string]param {

@@ -50,6 +50,17 @@ func (q *Queue) Cancel(ctx context.Context, id int64, kill bool) (bool, string, 
 		// out of scheduling and finished here; one whose op is in the runner
 		// is marked and its op context cancelled.
 		if q.claim(j) {
+			if cur := j.snapshot().rec.current(); cur >= 0 && j.snapshot().rec.Ops[cur].begun() {
+				// Its op did part of its work (steps committed, or it
+				// parked in one): it runs once more, canceling, so that
+				// its unit undoes that work before it ends canceled.
+				if err := q.updateLocked(ctx, j, cancelBegun(cur)); err != nil {
+					q.unclaim(j)
+					return false, "", err
+				}
+				q.unclaim(j)
+				return true, fmt.Sprintf("Job %d will be canceled", id), nil
+			}
 			if err := q.updateLocked(ctx, j, cancelRemaining(now, 0)); err != nil {
 				q.unclaim(j)
 				return false, "", err
@@ -73,6 +84,21 @@ func (q *Queue) Cancel(ctx context.Context, id int64, kill bool) (bool, string, 
 			return false, "", err
 		}
 		return true, fmt.Sprintf("Job %d will be canceled", id), nil
+	}
+}
+
+// cancelBegun marks the unfinished ops canceling and ends the suspension
+// of op cur, which begun its work: the runner then sees the cancel
+// (OpHandle.Canceled, Woken WokenByCancel) and undoes it.
+func cancelBegun(cur int) func(r *jobRecord) error {
+	return func(r *jobRecord) error {
+		if err := markCanceling(false)(r); err != nil {
+			return err
+		}
+		if op := &r.Ops[cur]; op.Suspend != nil {
+			op.Suspend, op.Woken = nil, WokenByCancel
+		}
+		return nil
 	}
 }
 

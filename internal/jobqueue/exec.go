@@ -109,11 +109,14 @@ func (q *Queue) execJob(j *job) (outcome, int64) {
 			}
 			continue
 		case StatusCanceling:
-			if err := q.update(bg, j, cancelRemaining(q.now(), idx)); err != nil {
-				q.log.Error("cannot cancel job", "job", j.id, "err", err)
-				return outStalled, 0
+			if !op.begun() {
+				if err := q.update(bg, j, cancelRemaining(q.now(), idx)); err != nil {
+					q.log.Error("cannot cancel job", "job", j.id, "err", err)
+					return outStalled, 0
+				}
+				continue
 			}
-			continue
+			// Begun: the runner undoes its work (runOp).
 		}
 		if out := q.runOp(j, idx, op.Status == StatusRunning); out != outContinue {
 			return out, 0
@@ -224,8 +227,9 @@ func (q *Queue) runOp(j *job, idx int, resumed bool) outcome {
 	j.opCancel = cancel
 	j.mu.Unlock()
 	// A cancel that came before opCancel was set is seen here; the loop
-	// then finishes it without calling the runner.
-	if j.snapshot().rec.Ops[idx].Status == StatusCanceling {
+	// then finishes it without calling the runner, unless the op began
+	// its work: the runner is then called to undo it (OpHandle.Canceled).
+	if op := j.snapshot().rec.Ops[idx]; op.Status == StatusCanceling && !op.begun() {
 		j.mu.Lock()
 		j.opCancel = nil
 		j.mu.Unlock()
@@ -257,7 +261,10 @@ func (q *Queue) runOp(j *job, idx int, resumed bool) outcome {
 	case cur.Status.Finalized():
 		// Recorded by the runner with its revert (OpHandle.CommitFailure).
 		return outContinue
-	case errors.Is(err, ErrSuspended) && cur.Status == StatusWaiting && cur.Suspend != nil:
+	case errors.Is(err, ErrSuspended) && cur.Status == StatusWaiting && (cur.Suspend != nil || cur.Woken != ""):
+		// A wake may already have cleared the suspension (an event that
+		// came, or a job that had ended, before RunOp returned); the op
+		// is parked all the same and files itself ready below.
 		return outParked
 	}
 	return q.recordOutcome(j, idx, "failure", q.failureOutcome(j, cur, idx, err))
@@ -335,6 +342,7 @@ func (q *Queue) registerSuspension(j *job, s *suspension) {
 		d := time.Until(s.Until.Time())
 		j.timer = time.AfterFunc(max(d, 0), func() { q.wake(j, s, WokenByDeadline) })
 	}
+	q.wakeIfEndedLocked(j, s)
 }
 
 func (q *Queue) unregisterSuspension(j *job) {
@@ -363,14 +371,16 @@ func (q *Queue) park(j *job) {
 	q.mu.Unlock()
 }
 
+// waking is a parked job and the suspension a wake ends.
+type waking struct {
+	j *job
+	s *suspension
+}
+
 // Notify wakes the ops suspended on event.
 func (q *Queue) Notify(event string) {
 	q.mu.Lock()
 	set := q.events[event]
-	type waking struct {
-		j *job
-		s *suspension
-	}
 	var ws []waking
 	for j := range set {
 		ws = append(ws, waking{j, j.susp})

@@ -67,7 +67,8 @@ type StepCommit struct {
 }
 
 // StepResult reports a committed step: the store revision of its
-// transaction and the ids given to its child jobs.
+// transaction and the ids given to its child jobs (also kept in the op's
+// record: OpHandle.ChildJobs).
 type StepResult struct {
 	Revision int64
 	ChildIDs []int64
@@ -264,6 +265,10 @@ func (h *OpHandle) CommitStep(ctx context.Context, c StepCommit) (StepResult, er
 	next := cur.clone()
 	op := &next.Ops[h.idx]
 	op.Cursor, op.StepData = c.Next, c.Data
+	if len(ids) > 0 {
+		// Clipped: the published record shares the array and never changes.
+		op.Children = append(slices.Clip(op.Children), ids...)
+	}
 	// The step that began is now committed: it is no longer in doubt.
 	op.Began = nil
 	op.Woken = ""
@@ -347,6 +352,9 @@ func (h *OpHandle) CommitFailure(ctx context.Context, cause error, cmps []store.
 const (
 	WokenByEvent    = "event"
 	WokenByDeadline = "deadline"
+	// WokenByCancel: the job was canceled while the op was parked; the
+	// runner is to undo the op's work, not to go on.
+	WokenByCancel = "cancel"
 )
 
 // Woken says what ended the op's last suspension since its last step

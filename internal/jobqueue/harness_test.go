@@ -240,7 +240,7 @@ func (e *env) waitStatus(id int64, want ...Status) Status {
 			return st
 		}
 		if st.Finalized() {
-			e.t.Fatalf("job %d ended %s, want %v", id, st, want)
+			e.t.Fatalf("job %d ended %s, want %v (opresult %v)", id, st, want, e.query(id, "opresult"))
 		}
 		prev = info
 	}

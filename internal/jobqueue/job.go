@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corral/corral/internal/jobfilter"
 	"github.com/corral/corral/internal/store"
 )
 
@@ -68,9 +69,13 @@ type job struct {
 	blockers    int
 	susp        *suspension // registered suspension (pointer into the record)
 	timer       *time.Timer
-	wakePending bool        // woken while its goroutine was still returning
-	stalls      int         // failed runs in a row (outStalled), for the retry pause
-	retry       *time.Timer // runs a stalled job again
+	wakePending bool            // woken while its goroutine was still returning
+	stalls      int             // failed runs in a row (outStalled), for the retry pause
+	retry       *time.Timer     // runs a stalled job again
+	facts       *jobfilter.Job  // what the filter rules look at, made when first needed
+	rejecting   bool            // a REJECT rule's cancel of this job is under way
+	verdict     *jobfilter.Rule // the rule deciding this job, as of rule list verdictGen
+	verdictGen  uint64
 }
 
 func (q *Queue) newJob(rec *jobRecord, lastSerial int64) *job {
@@ -268,7 +273,8 @@ func (j *job) notify() {
 }
 
 // onFinalized updates the index when a job reaches a final status: its
-// dependents may become eligible and its run slot bookkeeping ends.
+// dependents may become eligible, the ops suspended on its end wake, and
+// its run slot bookkeeping ends.
 func (q *Queue) onFinalized(j *job) {
 	q.mu.Lock()
 	q.nonFinal--
@@ -277,6 +283,7 @@ func (q *Queue) onFinalized(j *job) {
 	}
 	q.unregisterSuspension(j)
 	q.stopRetryLocked(j)
+	j.facts, j.verdict, j.verdictGen = nil, nil, 0 // the filter rules look at live jobs only
 	for _, d := range q.dependents[j.id] {
 		d.blockers--
 		if d.blockers <= 0 && d.state == stateBlocked {
@@ -284,6 +291,7 @@ func (q *Queue) onFinalized(j *job) {
 		}
 	}
 	delete(q.dependents, j.id)
+	q.wakeJobEndedLocked(j)
 	if j.state != stateActive {
 		j.state = stateDone
 	}
@@ -414,13 +422,35 @@ func (q *Queue) schedule() {
 	if q.stopping {
 		return
 	}
+	if len(q.rules) == 0 {
+		for q.active < limit && q.ready.Len() > 0 {
+			q.startLocked(q.ready.pop())
+		}
+		return
+	}
+	// With filter rules, ready jobs are considered in order and those the
+	// rules hold stay in the heap.
+	fr := q.newFilterRound()
+	var held []*job
 	for q.active < limit && q.ready.Len() > 0 {
 		j := q.ready.pop()
-		j.state = stateActive
-		q.active++
-		q.wg.Add(1)
-		go q.runJob(j)
+		if !q.admits(fr, j) {
+			held = append(held, j)
+			continue
+		}
+		q.startLocked(j)
 	}
+	for _, j := range held {
+		q.ready.push(j)
+	}
+}
+
+// startLocked starts a goroutine running j, taken from the ready heap.
+func (q *Queue) startLocked(j *job) {
+	j.state = stateActive
+	q.active++
+	q.wg.Add(1)
+	go q.runJob(j)
 }
 
 // jobHeap orders ready jobs by priority, then id (FIFO).

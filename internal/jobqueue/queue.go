@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/jobfilter"
 	"github.com/corral/corral/internal/store"
 )
 
@@ -163,6 +164,11 @@ type Queue struct {
 	nonFinal   int
 	reserved   int
 	stopping   bool
+	// rules are the job filter rules in evaluation order (filters.go);
+	// replaced, never edited in place. filterMu serialises their writes.
+	rules    []*jobfilter.Rule
+	rulesGen uint64 // counts rule list changes, for the verdicts cached on jobs
+	filterMu sync.Mutex
 }
 
 // New checks the options and makes a queue; Start loads and runs it.
@@ -243,6 +249,9 @@ func (q *Queue) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := q.loadFilters(ctx); err != nil {
+		return err
+	}
 
 	var recovered, ready, parked, pending []*job
 	for _, j := range loaded {
@@ -263,9 +272,18 @@ func (q *Queue) Start(ctx context.Context) error {
 		}
 		switch op.Status {
 		case StatusCanceling:
-			// Nothing holds the op's locks any more; finish the cancel now.
-			if err := q.update(ctx, j, cancelRemaining(q.now(), idx)); err != nil {
-				return fmt.Errorf("jobqueue: finishing the cancel of job %d: %w", j.id, err)
+			switch {
+			case op.begun() && len(op.Locks) > 0:
+				// It did part of its work: the runner undoes it, under the
+				// locks it held.
+				recovered = append(recovered, j)
+			case op.begun():
+				ready = append(ready, j)
+			default:
+				// Nothing holds the op's locks any more; finish the cancel now.
+				if err := q.update(ctx, j, cancelRemaining(q.now(), idx)); err != nil {
+					return fmt.Errorf("jobqueue: finishing the cancel of job %d: %w", j.id, err)
+				}
 			}
 		case StatusRunning:
 			recovered = append(recovered, j)
@@ -321,7 +339,7 @@ func (q *Queue) Start(ctx context.Context) error {
 	}
 	q.started.Store(true)
 	q.schedule()
-	q.log.Info("job queue started", "jobs", len(loaded), "resumed", len(resume))
+	q.log.Info("job queue started", "jobs", len(loaded), "resumed", len(resume), "parked", len(parked))
 	return nil
 }
 

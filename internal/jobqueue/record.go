@@ -161,6 +161,15 @@ type opRecord struct {
 	// past it. Found set when the op is run again, it means the step may
 	// or may not have taken effect.
 	Began *BeganStep `json:"began,omitempty"`
+	// Children are the ids of the child jobs the op's committed steps
+	// submitted, in order (OpHandle.ChildJobs).
+	Children []int64 `json:"children,omitempty"`
+}
+
+// begun reports whether the op did part of its work: steps committed, or
+// it parked in one (and may have been woken since).
+func (o *opRecord) begun() bool {
+	return o.Cursor > 0 || o.Suspend != nil || o.Woken != ""
 }
 
 // BeganStep records that a step unsafe to repeat started. Name and Check

@@ -16,6 +16,12 @@ const (
 	DefaultRunDir   = "/run/corral"
 )
 
+// DefaultK8sToolsDir holds the pinned Kubernetes binaries of COE clusters
+// (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kwok
+// with its stage configs in stages/, etcd) that `make k8s-tools` builds.
+// The directory names the Kubernetes version it was built for.
+const DefaultK8sToolsDir = "/var/cache/corral/k8s-v1.37.2/bin"
+
 // System users and group of the security model (docs/SECURITY.md).
 const (
 	// MasterUser runs corrald.

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corral/corral/internal/bootstrap"
+	"github.com/corral/corral/internal/cli"
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/devcluster"
 	"github.com/corral/corral/internal/ecode"
@@ -44,6 +45,15 @@ func ClusterCommands(d Dirs) []*cobra.Command {
 // RootCommands are added at the top level.
 func RootCommands(d Dirs) []*cobra.Command {
 	return []*cobra.Command{devCmd(d)}
+}
+
+// Extras are ClusterCommands and RootCommands as cli.NewRootFor takes them,
+// built only when a command line names their section.
+func Extras(d Dirs) cli.Extras {
+	return cli.Extras{
+		Cluster: func() []*cobra.Command { return ClusterCommands(d) },
+		Root:    []cli.Section{{Head: devHead, Fill: func(c *cobra.Command) { addDevCommands(c, d) }}},
+	}
 }
 
 func initCmd(d Dirs) *cobra.Command {
@@ -292,7 +302,18 @@ func copyFile(src, dst string) error {
 }
 
 func devCmd(d Dirs) *cobra.Command {
-	cmd := &cobra.Command{Use: "dev", Short: "Run a complete local cluster for development and tests"}
+	cmd := devHead()
+	addDevCommands(cmd, d)
+	return cmd
+}
+
+// devHead is "corral dev" as the root's help lists it.
+func devHead() *cobra.Command {
+	return &cobra.Command{Use: "dev", Short: "Run a complete local cluster for development and tests"}
+}
+
+// addDevCommands completes "corral dev" with its subcommands.
+func addDevCommands(cmd *cobra.Command, d Dirs) {
 	var o devcluster.Options
 	var hvs string
 	up := &cobra.Command{
@@ -315,6 +336,10 @@ by side. Needs root. Prints how to reach the cluster.`,
 			}
 			fmt.Fprintf(d.Stdout, "\nDev cluster up: master node1, nodes %s.\nTo use it:\n  . %s/env\n  corral node list\nStop it with: corral dev down --state-dir %s\n",
 				strings.Join(st.Nodes, ", "), st.StateDir, st.StateDir)
+			if st.BaremetalURL != "" {
+				fmt.Fprintf(d.Stdout, "Bare Metal API at %s, for the openstack client:\n  . %s/%s && openstack baremetal node list\n",
+					st.BaremetalURL, st.StateDir, devcluster.BaremetalEnvFile)
+			}
 			if st.GanetiRoot != "" {
 				fmt.Fprintf(d.Stdout, "Ganeti drop-in mode (root %s): Ganeti's own tools work too, e.g.\n  . %s/env && gnt-cluster info\n", st.GanetiRoot, st.StateDir)
 			}
@@ -332,6 +357,10 @@ by side. Needs root. Prints how to reach the cluster.`,
 	up.Flags().BoolVar(&o.ManagedEtcd, "managed-etcd", false, "with --store etcd: let Corral manage the etcd members, so promoting a node to master candidate adds a member its node daemon runs and demoting removes it")
 	up.Flags().BoolVar(&o.GanetiDropin, "ganeti-dropin", false, "Ganeti drop-in mode: corrald also serves Ganeti's LUXI sockets and ssconf files, so Ganeti's gnt-* tools work\nwith GANETI_ROOTDIR and GANETI_HOSTNAME from the env file (see docs/GANETI.md)")
 	up.Flags().StringVar(&o.GanetiRoot, "ganeti-root", "", "with --ganeti-dropin: root prefix of Ganeti's paths (default <state-dir>/ganeti/node1; \"/\" for the machine's own)")
+	up.Flags().IntVar(&o.BaremetalPort, "baremetal-port", devcluster.DefaultBaremetalPort, "port of the Bare Metal API (corral-rapi) on the master's address; when the default is taken, a free one (0: always a free one)")
+	up.Flags().StringVar(&o.BaremetalAuth, "baremetal-auth", devcluster.BaremetalHTTPBasic, "Bare Metal API authentication: http_basic (user admin, a new password in <state-dir>/baremetal.env), noauth, or off (no Bare Metal API)")
+	up.Flags().IntVar(&o.COEPort, "coe-port", devcluster.DefaultCOEPort, "port of the Container Infra API (corral-rapi) on the master's address; when the default is taken, a free one (0: always a free one)")
+	up.Flags().StringVar(&o.COEAuth, "coe-auth", devcluster.COEHTTPBasic, "Container Infra API authentication: http_basic (user admin of project admin, a new password in <state-dir>/coe.env), noauth, or off (no Container Infra API)")
 	up.Flags().IntVar(&o.Masters, "masters", 1, "with --store etcd: corrald master candidates to run (one is elected; the others stand by)")
 	var purge bool
 	down := &cobra.Command{
@@ -347,5 +376,4 @@ by side. Needs root. Prints how to reach the cluster.`,
 	}
 	down.Flags().BoolVar(&purge, "purge", false, "also remove the state directory")
 	cmd.AddCommand(up, down)
-	return cmd
 }

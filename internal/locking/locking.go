@@ -32,8 +32,15 @@ const (
 	LevelNetwork
 	LevelNode
 	LevelNodeRes
+	// LevelMachine locks bare-metal machines (Corral only; last, so that
+	// Ganeti's levels keep their order and numbers).
+	LevelMachine
+	// LevelCOE locks Kubernetes clusters as a service: a COE cluster by
+	// its uuid, a template by "template:<uuid>", a project's quota by
+	// "quota:<project>" (Corral only, after the machines).
+	LevelCOE
 
-	numLevels = int(LevelNodeRes) + 1
+	numLevels = int(LevelCOE) + 1
 )
 
 // Names of the single lock that lives at the cluster and node_alloc levels.
@@ -54,6 +61,8 @@ var levelNames = [numLevels]string{
 	LevelNetwork:   "network",
 	LevelNode:      "node",
 	LevelNodeRes:   "node_res",
+	LevelMachine:   "machine",
+	LevelCOE:       "coe",
 }
 
 // Levels returns every level in acquisition order.

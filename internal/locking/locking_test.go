@@ -42,7 +42,7 @@ func TestParseLevel(t *testing.T) {
 }
 
 func TestLevelStringOrder(t *testing.T) {
-	want := []string{"cluster", "node_alloc", "instance", "nodegroup", "network", "node", "node_res"}
+	want := []string{"cluster", "node_alloc", "instance", "nodegroup", "network", "node", "node_res", "machine", "coe"}
 	levels := Levels()
 	if len(levels) != len(want) {
 		t.Fatalf("Levels() has %d levels, want %d", len(levels), len(want))

@@ -186,7 +186,7 @@ func TestInvalidRequests(t *testing.T) {
 		{"owner of another manager", other, 0, []Request{req(LevelInstance, Shared, "a")}},
 		{"priority too urgent", m.NewOwner("x"), -21, []Request{req(LevelInstance, Shared, "a")}},
 		{"priority too lax", m.NewOwner("x"), 20, []Request{req(LevelInstance, Shared, "a")}},
-		{"unknown level", m.NewOwner("x"), 0, []Request{req(Level(7), Shared, "a")}},
+		{"unknown level", m.NewOwner("x"), 0, []Request{req(Level(numLevels), Shared, "a")}},
 		{"negative level", m.NewOwner("x"), 0, []Request{req(Level(-1), Shared, "a")}},
 		{"unknown mode", m.NewOwner("x"), 0, []Request{{Level: LevelInstance, Names: []string{"a"}, Mode: Mode(2)}}},
 		{"empty name", m.NewOwner("x"), 0, []Request{req(LevelInstance, Shared, "a", "")}},

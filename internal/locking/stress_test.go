@@ -31,6 +31,8 @@ var stressNames = [numLevels][]string{
 	LevelNetwork:   {"net0", "net1"},
 	LevelNode:      {"n0", "n1", "n2", "n3"},
 	LevelNodeRes:   {"n0", "n1", "n2", "n3"},
+	LevelMachine:   {"m0", "m1"},
+	LevelCOE:       {"k0", "k1"},
 }
 
 func newOccupancy() *occupancy {

@@ -453,7 +453,7 @@ type queued struct {
 }
 
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
-	cctx, cancel := context.WithCancel(ctx)
+	cctx, cancel := context.WithCancel(WithPeer(ctx, peerOf(nc)))
 	c := &conn{s: s, nc: nc, ctx: cctx, cancel: cancel, slots: make(chan struct{}, maxPipeline)}
 	c.in = inbox{pool: &s.bufs, max: s.opts.MaxMessageBytes, budget: &s.lim.frames}
 	if sc, ok := nc.(syscall.Conn); ok {

@@ -24,7 +24,11 @@ type masterCerts struct {
 }
 
 func (m *masterCerts) SignNodeCert(csrPEM []byte, role pki.Role, name string, ips []net.IP) ([]byte, error) {
-	return m.ca.SignCSR(csrPEM, role, name, ips, pki.DefaultCertValidity)
+	validity := pki.DefaultCertValidity
+	if role == pki.RoleMigration {
+		validity = pki.MigrationCertValidity
+	}
+	return m.ca.SignCSR(csrPEM, role, name, ips, validity)
 }
 
 // RenewMasterCert issues a new key and certificate for the name and

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/corral/corral/internal/coe"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corral/corral/internal/baremetal"
 	"github.com/corral/corral/internal/cmdlib"
 	"github.com/corral/corral/internal/confdb"
 	"github.com/corral/corral/internal/config"
@@ -60,6 +62,9 @@ const (
 
 // Options configure corrald.
 type Options struct {
+	// COESigner signs certificate requests with COE cluster CAs (nil:
+	// COESignCSR refuses).
+	COESigner   COESigner
 	StateDir    string
 	RunDir      string
 	SocketPath  string // default <RunDir>/luxi.sock
@@ -81,12 +86,24 @@ type Options struct {
 	// (0 = the luxi defaults, 60 s and 10 min; < 0 = none).
 	LUXIFrameTimeout time.Duration
 	LUXIIdleTimeout  time.Duration
-	// WatcherInterval is how often the watcher runs (0 = 60 s; < 0 = never).
+	// WatcherInterval is how often the watcher runs (0 = 60 s; < 0 = never):
+	// the interval of every reconciler without one of its own.
 	WatcherInterval time.Duration
+	// ReconcilerIntervals are the reconcilers' own intervals, by name
+	// (ReconcilerNames); a name that is none of them is refused.
+	ReconcilerIntervals map[string]time.Duration
 	// PendingImportTimeout is how long an import may wait for data before
 	// the watcher removes it (0 = DefaultPendingImportTimeout; < 0 = never).
 	PendingImportTimeout time.Duration
-	Logger               *slog.Logger
+	// MachineTimeouts bound the waits for bare-metal agents (zero:
+	// Ironic's defaults).
+	MachineTimeouts baremetal.Timeouts
+	// AgentAPIURL is the Bare Metal API as machines' agents reach it, and
+	// AgentAPICert its certificate, which agents pin.
+	AgentAPIURL, AgentAPICert string
+	// MachineNetworks name the conductors' bare-metal networks.
+	MachineNetworks baremetal.Networks
+	Logger          *slog.Logger
 	// Failpoints, when armed, kill corrald at named points (crash tests).
 	Failpoints *failpoint.Set
 	// OpenStore opens the store the cluster's store.json names. nil opens
@@ -138,6 +155,13 @@ func (o Options) withDefaults() Options {
 
 // Daemon is a running corrald.
 type Daemon struct {
+	// ssconfRewrites carries redist-conf's requests to keepSsconf.
+	ssconfRewrites chan chan error
+	// machines is the bare-metal conductor's state shared by its units
+	// and the agent's LUXI methods.
+	machines *baremetal.Deps
+	// coe is the state the COE units and reconcilers share.
+	coe    *coe.Deps
 	opts   Options
 	log    *slog.Logger
 	st     store.Store
@@ -260,7 +284,20 @@ func openOn(ctx context.Context, opts Options, st store.Store, term *election.Te
 	units := engine.NewRegistry(opcodes.Default())
 	d.rpc = &nodeRPC{client: client, cfg: d.cfg, term: term, metrics: d.metrics, timeouts: units}
 	d.proc = cmdlib.NewProcessor(d.cfg, d.rpc, opts.Logger)
-	d.proc.Register(units)
+	d.ssconfRewrites = make(chan chan error)
+	d.proc.RewriteSsconf = d.rewriteSsconf
+	d.machines = &baremetal.Deps{Cfg: d.cfg, RPC: d.rpc, Timeouts: opts.MachineTimeouts,
+		AgentAPIURL: opts.AgentAPIURL, AgentAPICert: opts.AgentAPICert, Networks: opts.MachineNetworks,
+		Notify: func(event string) error { return d.engine.Notify(event) }}
+	coeSeal, err := coeKeys(d.ca)
+	if err != nil {
+		return nil, err
+	}
+	if d.opts.COESigner == nil {
+		d.opts.COESigner = coeSigner{keys: coeSeal}
+	}
+	d.coe = &coe.Deps{Cfg: d.cfg, Drivers: coeDrivers(coeSeal)}
+	registerUnits(units, d.proc, d.machines, d.coe)
 	if err := units.Check(); err != nil {
 		return nil, fmt.Errorf("registering the logical units: %w", err)
 	}
@@ -404,13 +441,12 @@ func (d *Daemon) Serve(ctx context.Context) error {
 			return err
 		}
 	}
-	if d.opts.WatcherInterval > 0 {
-		bg.Add(1)
-		go func() {
-			defer bg.Done()
-			d.reconcilers.Run(ctx)
-		}()
-	}
+	// Reconcilers without an interval (--watcher-interval 0) do not run.
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		d.reconcilers.Run(ctx)
+	}()
 	maxConns, adminConns := srv.MaxConns()
 	d.log.Info("corrald serving", "luxi", d.opts.SocketPath, "max_connections", maxConns, "admin_connections", adminConns, "join", joinAddr, "forward", d.opts.ForwardAddress, "epoch", d.cfg.Cluster().Epoch, "pid", os.Getpid())
 	var err error

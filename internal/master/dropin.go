@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 const (
 	dropinRetry     = time.Second
 	dropinWarnEvery = 30 * time.Second
+	// ssconfRewriteWait bounds redist-conf's wait for the ssconf writer.
+	ssconfRewriteWait = 30 * time.Second
 )
 
 // serveGanetiDropin runs Ganeti drop-in mode when the cluster has it on
@@ -65,10 +68,15 @@ func (d *Daemon) serveDropinSocket(ctx context.Context, path string, main *luxi.
 func (d *Daemon) keepSsconf(ctx context.Context, l ganetidropin.Layout) {
 	w := ganetidropin.NewSsconfWriter(l)
 	var warned time.Time
+	var asked chan error // a rewrite's answer, sent after the next write
 	for {
 		// Ask for the next change before reading, so none is missed.
 		changed := d.cfg.Changed()
 		err := w.Write(ganetidropin.Values(d.ssconfSnapshot()))
+		if asked != nil {
+			asked <- err
+			asked = nil
+		}
 		if err != nil {
 			if time.Since(warned) >= dropinWarnEvery {
 				d.log.Warn("Ganeti drop-in: cannot write the ssconf files; retrying", "err", err)
@@ -84,14 +92,39 @@ func (d *Daemon) keepSsconf(ctx context.Context, l ganetidropin.Layout) {
 		case <-ctx.Done():
 			return
 		case <-changed:
+		case asked = <-d.ssconfRewrites:
+			// A new writer checks every file on disk again.
+			w = ganetidropin.NewSsconfWriter(l)
 		}
+	}
+}
+
+// rewriteSsconf has keepSsconf check every ssconf file on disk and
+// rewrite those that differ (cmdlib.Processor.RewriteSsconf).
+func (d *Daemon) rewriteSsconf(ctx context.Context) (bool, error) {
+	if !d.cfg.Cluster().GanetiDropin {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, ssconfRewriteWait, errors.New("the ssconf writer did not answer"))
+	defer cancel()
+	answer := make(chan error, 1)
+	select {
+	case d.ssconfRewrites <- answer:
+	case <-ctx.Done():
+		return true, context.Cause(ctx)
+	}
+	select {
+	case err := <-answer:
+		return true, err
+	case <-ctx.Done():
+		return true, context.Cause(ctx)
 	}
 }
 
 // ssconfSnapshot is the configuration the ssconf files show.
 func (d *Daemon) ssconfSnapshot() ganetidropin.Snapshot {
 	c := d.cfg.Cluster()
-	s := ganetidropin.Snapshot{Cluster: c, Nodes: d.cfg.Nodes(), Groups: d.cfg.Groups(), Instances: d.cfg.Instances(), Release: Version}
+	s := ganetidropin.Snapshot{Cluster: c, Nodes: d.cfg.Nodes(), Groups: d.cfg.Groups(), Instances: d.cfg.Instances(), Networks: d.cfg.Networks(), Release: Version}
 	if n, ok := d.cfg.Node(c.MasterNode); ok {
 		s.MasterIP = n.PrimaryIP
 	}

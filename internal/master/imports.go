@@ -2,10 +2,11 @@ package master
 
 import (
 	"context"
+	"slices"
 	"time"
 
+	"github.com/corral/corral/internal/cmdlib"
 	"github.com/corral/corral/internal/nodeapi"
-	"github.com/corral/corral/internal/seconds"
 )
 
 // DefaultPendingImportTimeout is how long the watcher lets an import wait
@@ -15,19 +16,22 @@ import (
 // an import whose job was lost with its master.
 const DefaultPendingImportTimeout = 10 * time.Minute
 
-// sweepImports aborts, on every online node, the imports that have waited
-// longer than the limit without receiving anything. The job that follows
-// such an import then fails, and its revert removes the half-created
-// instance and its disks. It is the pending-import-sweep reconciler; a
-// node it cannot ask is tried again next round.
-func (d *Daemon) sweepImports(ctx context.Context) error {
+// planImportSweep is the pending-import-sweep reconciler's round: it asks
+// every online node for its transfers and, when some import has waited
+// longer than the limit without receiving anything, returns one
+// OP_CLUSTER_ABORT_PENDING_IMPORTS for the nodes holding such imports. The
+// job asks again before it aborts them; the job waiting for such an import
+// then fails, and its revert removes the half-created instance and its
+// disks. A node it cannot ask is tried again next round.
+func (d *Daemon) planImportSweep(ctx context.Context) (map[string]any, error) {
 	limit := d.opts.PendingImportTimeout
 	if limit < 0 {
-		return nil
+		return nil, nil
 	}
 	if limit == 0 {
 		limit = DefaultPendingImportTimeout
 	}
+	var nodes []string
 	for _, n := range d.cfg.Nodes() {
 		if n.Offline {
 			continue
@@ -37,17 +41,12 @@ func (d *Daemon) sweepImports(ctx context.Context) error {
 			d.log.Debug("watcher: cannot list transfers", "node", n.Name, "err", err)
 			continue
 		}
-		for _, st := range r.Status {
-			if st.Kind != "import" || st.Done || st.Connected || st.Bytes > 0 || st.Age < limit.Seconds() {
-				continue
-			}
-			if err := d.rpc.Call(ctx, n, nodeapi.ImpExpAbort, "", nodeapi.ImpExpNames{Names: []string{st.Name}}, nil); err != nil {
-				d.log.Warn("watcher: cannot abort a pending import", "node", n.Name, "import", st.Name, "err", err)
-				continue
-			}
-			d.log.Warn("watcher: removed an import that received nothing", "node", n.Name, "import", st.Name,
-				"waited", seconds.Duration(st.Age).Round(time.Second), "limit", limit)
+		if slices.ContainsFunc(r.Status, func(st nodeapi.TransferStatus) bool { return cmdlib.PendingTooLong(st, limit.Seconds()) }) {
+			nodes = append(nodes, n.Name)
 		}
 	}
-	return nil
+	if len(nodes) == 0 {
+		return nil, nil
+	}
+	return map[string]any{"OP_ID": "OP_CLUSTER_ABORT_PENDING_IMPORTS", "nodes": nodes, "pending_timeout": limit.Seconds()}, nil
 }

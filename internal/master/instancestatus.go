@@ -3,7 +3,6 @@ package master
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/corral/corral/internal/config"
@@ -57,18 +56,9 @@ func (d *Daemon) updateNodeStatus(ctx context.Context, node *config.Node, change
 	}
 }
 
-// changedStatus applies change to a copy of cur (nil: no status yet) and
-// reports whether the result differs, so that only changes are written.
+// changedStatus is config.ChangeStatus at the current time.
 func changedStatus(cur *config.Status, change func(s *config.Status, now time.Time)) (*config.Status, bool) {
-	next := cur.Clone()
-	if next == nil {
-		next = &config.Status{}
-	}
-	change(next, time.Now())
-	if reflect.DeepEqual(cur, next) || (cur == nil && next.Empty()) {
-		return nil, false
-	}
-	return next, true
+	return config.ChangeStatus(cur, change, time.Now())
 }
 
 // restartingStatus: inst was found down and restart try of maxRestartTries

@@ -24,15 +24,23 @@ type tokenRecord struct {
 
 // createJoinToken makes a one-time token for a node to join with. Only the
 // hash of its secret is stored.
-func (d *Daemon) createJoinToken(ctx context.Context, node string, ttl time.Duration) (string, error) {
+// With readd the node must be in the cluster and not the master: it joins
+// again (reinstalled, its certificate lost) to be re-added.
+func (d *Daemon) createJoinToken(ctx context.Context, node string, ttl time.Duration, readd bool) (string, error) {
 	if err := cmdlib.CheckName("node", node); err != nil {
 		return "", err
 	}
 	if ttl <= 0 || ttl > 7*24*time.Hour {
 		return "", ecode.Errorf(ecode.Inval, "Token lifetime must be between 1 second and 7 days")
 	}
-	if _, ok := d.cfg.Node(node); ok {
+	n, ok := d.cfg.Node(node)
+	switch {
+	case ok && !readd:
 		return "", ecode.Errorf(ecode.Exists, "Node %s is already in the cluster", node)
+	case !ok && readd:
+		return "", ecode.Errorf(ecode.NoEnt, "Node %s is not in the configuration", node)
+	case ok && n.UUID == d.cfg.Cluster().MasterNode:
+		return "", ecode.Errorf(ecode.State, "Cannot readd the master node")
 	}
 	addr := d.opts.JoinListen
 	if addr == "" {

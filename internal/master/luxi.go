@@ -384,6 +384,12 @@ func (d *Daemon) tags(kind, name string) ([]string, error) {
 			return nil, ecode.Errorf(ecode.NoEnt, "Node group '%s' not known", name)
 		}
 		t = g.Tags
+	case "network":
+		n, err := d.cfg.MustNetwork(name)
+		if err != nil {
+			return nil, err
+		}
+		t = n.Tags
 	default:
 		return nil, ecode.Errorf(ecode.Inval, "Unknown tag kind '%s'", kind)
 	}
@@ -416,13 +422,13 @@ func (d *Daemon) clusterInfo() map[string]any {
 		"software_version": Version, "protocol_version": ProtocolVersion, "config_version": config.ConfigVersion,
 		"os_api_version": osAPIVersion, "export_version": exportVersion, "vcs_version": "corral " + Version, "architecture": archInfo(),
 		"name": c.ClusterName, "master": master, "default_hypervisor": c.DefaultHypervisor(),
-		"enabled_hypervisors": c.EnabledHypervisors, "hvparams": hvp, "os_hvp": map[string]any{},
+		"enabled_hypervisors": c.EnabledHypervisors, "hvparams": hvp, "os_hvp": osHVP(c),
 		"beparams": map[string]any{"default": c.BEParams}, "osparams": osp, "ipolicy": cmdlib.ClusterIPolicy(c),
 		"nicparams": map[string]any{"default": c.NICParams}, "ndparams": cmdlib.ClusterNDParams(c), "diskparams": cmdlib.ClusterDiskParams(),
 		"candidate_pool_size": c.CandidatePoolSize, "max_running_jobs": c.MaxRunningJobs, "max_tracked_jobs": c.MaxTrackedJobs,
 		"job_queue_size": c.JobQueueSize, "mac_prefix": c.MACPrefix, "master_netdev": "", "master_netmask": 32,
 		"use_external_mip_script": false, "volume_group_name": nil, "drbd_usermode_helper": nil,
-		"file_storage_dir": c.FileStorageDir, "shared_file_storage_dir": "", "gluster_storage_dir": "",
+		"file_storage_dir": c.FileStorageDir, "shared_file_storage_dir": c.SharedFileStorageDir, "gluster_storage_dir": "",
 		"maintain_node_health": false, "ctime": c.CTime, "mtime": c.MTime, "uuid": c.UUID, "tags": tags,
 		"uid_pool": uidpool.FromArrays(c.UIDPool).Pairs(), "default_iallocator": c.DefaultIAllocator, "default_iallocator_params": map[string]any{},
 		"reserved_lvs": []any{}, "primary_ip_version": 4, "prealloc_wipe_disks": false,
@@ -432,7 +438,7 @@ func (d *Daemon) clusterInfo() map[string]any {
 		"enabled_user_shutdown": false, "enabled_data_collectors": map[string]any{}, "data_collector_interval": map[string]any{},
 		"modify_ssh_setup": c.SSHSetupManaged(), "ssh_key_type": sshType, "ssh_key_bits": sshBits, "serial_no": c.Serial,
 		"epoch": c.Epoch, "rpc_port": c.RPCPort, "vg_name": nil, "drbd_helper": nil,
-		"master_capability_rapi_modifiable": c.MasterCapabilityRAPIModifiable,
+		"master_capability_rapi_modifiable": c.MasterCapabilityRAPIModifiable, "auto_failover": c.AutoFailover,
 	}
 }
 
@@ -465,4 +471,12 @@ func (d *Daemon) backupStore(ctx context.Context) (string, error) {
 // runs or resumes; the record of an op that ended has lost them already.
 func redactJobRows(tab *opcodes.Table, fields []string, rows [][]any) {
 	tab.RedactJobRows(fields, rows, opcodes.Secret)
+}
+
+// osHVP is the cluster's os_hvp, an empty dict when there are none.
+func osHVP(c *config.Cluster) any {
+	if len(c.OSHVParams) == 0 {
+		return map[string]any{}
+	}
+	return c.OSHVParams
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/corral/corral/internal/coewire"
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/luxi"
+	"github.com/corral/corral/internal/machinewire"
 	"github.com/corral/corral/internal/pair"
 	"github.com/corral/corral/internal/seconds"
 )
@@ -40,6 +42,8 @@ var luxiMethods = map[string]luxiMethod{
 	luxi.MethodQueryTags:               (*luxiHandler).luxiQueryTags,
 	luxi.MethodSetDrainFlag:            (*luxiHandler).luxiSetDrainFlag,
 	luxi.MethodSetWatcherPause:         (*luxiHandler).luxiSetWatcherPause,
+	luxi.MethodQueryReconcilers:        (*luxiHandler).luxiQueryReconcilers,
+	luxi.MethodSetReconcilerPause:      (*luxiHandler).luxiSetReconcilerPause,
 	"CreateJoinToken":                  (*luxiHandler).luxiCreateJoinToken,
 	"BackupStore":                      (*luxiHandler).luxiBackupStore,
 	"DebugLocks":                       (*luxiHandler).luxiDebugLocks,
@@ -48,6 +52,20 @@ var luxiMethods = map[string]luxiMethod{
 	luxi.MethodNotifyEvent:             (*luxiHandler).luxiNotifyEvent,
 	luxi.MethodPairRedeem:              (*luxiHandler).luxiPairRedeem,
 	"MasterFailover":                   (*luxiHandler).luxiMasterFailover,
+	machinewire.MethodQuery:            (*luxiHandler).luxiMachineQuery,
+	machinewire.MethodPorts:            (*luxiHandler).luxiMachinePorts,
+	machinewire.MethodDrivers:          (*luxiHandler).luxiMachineDrivers,
+	machinewire.MethodSubmit:           (*luxiHandler).luxiMachineSubmit,
+	machinewire.MethodLookup:           (*luxiHandler).luxiMachineLookup,
+	machinewire.MethodHeartbeat:        (*luxiHandler).luxiMachineHeartbeat,
+	coewire.MethodTemplates:            (*luxiHandler).luxiCOETemplates,
+	coewire.MethodClusters:             (*luxiHandler).luxiCOEClusters,
+	coewire.MethodNodeGroups:           (*luxiHandler).luxiCOENodeGroups,
+	coewire.MethodQuotas:               (*luxiHandler).luxiCOEQuotas,
+	coewire.MethodCA:                   (*luxiHandler).luxiCOECA,
+	coewire.MethodSign:                 (*luxiHandler).luxiCOESign,
+	coewire.MethodServices:             (*luxiHandler).luxiCOEServices,
+	coewire.MethodSubmit:               (*luxiHandler).luxiCOESubmit,
 }
 
 // submitJob answers SubmitJob, or SubmitJobToDrainedQueue if drained.
@@ -56,6 +74,9 @@ func submitJob(drained bool) luxiMethod {
 		q := h.d.queue
 		ops, err := arg[[]json.RawMessage](args, 0, "ops")
 		if err != nil {
+			return nil, err
+		}
+		if err := checkRootOnly(ctx, ops); err != nil {
 			return nil, err
 		}
 		if !drained {
@@ -70,6 +91,11 @@ func (h *luxiHandler) luxiSubmitManyJobs(ctx context.Context, args []json.RawMes
 	jobs, err := arg[[][]json.RawMessage](args, 0, "jobs")
 	if err != nil {
 		return nil, err
+	}
+	for _, ops := range jobs {
+		if err := checkRootOnly(ctx, ops); err != nil {
+			return nil, err
+		}
 	}
 	res, err := q.SubmitMany(ctx, jobs)
 	if err != nil {
@@ -311,7 +337,11 @@ func (h *luxiHandler) luxiCreateJoinToken(ctx context.Context, args []json.RawMe
 	if err != nil {
 		return nil, err
 	}
-	return d.createJoinToken(ctx, node, seconds.Duration(ttl))
+	readd, err := optArg[bool](args, 2, false)
+	if err != nil {
+		return nil, err
+	}
+	return d.createJoinToken(ctx, node, seconds.Duration(ttl), readd)
 }
 
 func (h *luxiHandler) luxiBackupStore(ctx context.Context, args []json.RawMessage) (any, error) {

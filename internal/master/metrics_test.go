@@ -47,13 +47,15 @@ func TestDaemonMetrics(t *testing.T) {
 	}
 	d.metrics.nodeRPC("instance_list", time.Now(), nil)
 	d.metrics.nodeRPC("instance_list", time.Now(), fmt.Errorf("x: %w", rpc.ErrUnreachable))
-	// A job's duration is recorded when the queue finalises it, which may
+	// A job's duration is recorded when the queue finalises it, and its
+	// goroutine leaves the executing count after that, both of which may
 	// come just after its status turned to success: wait for the last one
 	// (reading the metrics directly, which counts no LUXI request).
 	for {
 		text, _ := d.metrics.text()
 		fams, _ := metrics.ParseText(text)
-		if n, _ := fams.Value("corral_job_seconds_count", "op", "OP_TEST_DELAY"); n >= jobs {
+		n, _ := fams.Value("corral_job_seconds_count", "op", "OP_TEST_DELAY")
+		if running, _ := fams.Value("corral_jobs_scheduling", "state", "executing"); n >= jobs && running == 0 {
 			break
 		}
 		select {

@@ -80,9 +80,16 @@ func (d *Daemon) instanceRows(ctx context.Context, names []string, live bool) ([
 	for _, g := range d.cfg.Groups() {
 		groups[g.UUID] = g
 	}
+	netNames := map[string]string{}
+	for _, n := range d.cfg.Networks() {
+		netNames[n.UUID] = n.Name
+	}
 	rows := make([]*query.InstanceRow, 0, len(insts))
 	for _, i := range insts {
-		r := &query.InstanceRow{Inst: i, Cluster: c, LiveState: query.RSNoData}
+		r := &query.InstanceRow{Inst: i, Cluster: c, LiveState: query.RSNoData, NetworkNames: netNames}
+		if st := d.cfg.InstanceStatus(i.UUID); cmdlib.InRescue(st) {
+			r.RescueState = st.State
+		}
 		if n, ok := nodes[i.PrimaryNode]; ok {
 			r.PNode, r.PGroup = n, groups[n.Group]
 			if n.Offline {

@@ -89,7 +89,19 @@ func (d *Daemon) query(ctx context.Context, what string, fields []string, filter
 	case "lock":
 		return answer(qLock, d.lockRows(), fields, filter)
 	case "network":
-		return answer(qNetwork, nil, fields, filter)
+		rows, err := d.networkRows(nil)
+		if err != nil {
+			return nil, err
+		}
+		return answer(qNetwork, rows, fields, filter)
+	case "filter":
+		// As Ganeti: a filter of uuids only looks each one up.
+		uuids, _ := query.RequestedNames(filter, "uuid")
+		rows, err := d.filterRows(uuids)
+		if err != nil {
+			return nil, err
+		}
+		return answer(qFilter, rows, fields, filter)
 	}
 	return nil, ecode.Errorf(ecode.Inval, "Unknown resource '%s'", what)
 }
@@ -116,6 +128,8 @@ func (d *Daemon) queryFields(what string, fields []string) (any, error) {
 		defs = qLock.Defs(fields)
 	case "network":
 		defs = qNetwork.Defs(fields)
+	case "filter":
+		defs = qFilter.Defs(fields)
 	default:
 		return nil, ecode.Errorf(ecode.Inval, "Unknown resource '%s'", what)
 	}
@@ -151,10 +165,14 @@ func (d *Daemon) classicQuery(ctx context.Context, what string, names, fields []
 		}
 		return classic(d.qGroup, rows, fields)
 	case "network":
-		if len(names) > 0 {
-			return nil, ecode.Errorf(ecode.NoEnt, "Network '%s' not known", names[0])
+		if err := qNetwork.Check(fields); err != nil {
+			return nil, err
 		}
-		return classic(qNetwork, nil, fields)
+		rows, err := d.networkRows(names)
+		if err != nil {
+			return nil, err
+		}
+		return classic(qNetwork, rows, fields)
 	case "export":
 		if _, err := d.namedNodes(names); err != nil {
 			return nil, err
@@ -162,6 +180,23 @@ func (d *Daemon) classicQuery(ctx context.Context, what string, names, fields []
 		return classic(qExport, d.exportRows(ctx, names), fields)
 	}
 	return nil, ecode.Errorf(ecode.Inval, "Unknown resource '%s'", what)
+}
+
+// networkRows are the named networks (all when names is empty), with
+// their pools, connected groups and instances.
+func (d *Daemon) networkRows(names []string) ([]*query.NetworkRow, error) {
+	nets := d.cfg.Networks()
+	if len(names) > 0 {
+		nets = nets[:0]
+		for _, n := range names {
+			net, err := d.cfg.MustNetwork(n)
+			if err != nil {
+				return nil, err
+			}
+			nets = append(nets, net)
+		}
+	}
+	return query.NetworkRows(nets, d.cfg.Groups(), d.cfg.Instances()), nil
 }
 
 func (d *Daemon) namedNodes(names []string) ([]*config.Node, error) {
@@ -269,9 +304,13 @@ func (d *Daemon) osRows(ctx context.Context) []*query.OSRow {
 	for i := range statuses {
 		r := &statuses[i]
 		r.OSParams = map[string]config.Params{}
+		r.OSHVParams = map[string]map[string]config.Params{}
 		for _, v := range r.Variants {
 			if p, ok := c.OSParams[r.Name+"+"+v]; ok {
 				r.OSParams[r.Name+"+"+v] = p
+			}
+			if p, ok := c.OSHVParams[r.Name+"+"+v]; ok {
+				r.OSHVParams[r.Name+"+"+v] = p
 			}
 		}
 		rows = append(rows, r)

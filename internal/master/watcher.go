@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral/corral/internal/cmdlib"
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/query"
@@ -36,8 +37,8 @@ func newWatcher(d *Daemon) *watcher {
 
 // jobDone reports whether a job has finished (or is unknown), and the
 // error it failed with ("" if none).
-func (w *watcher) jobDone(ctx context.Context, id int64) (bool, string) {
-	rows, err := w.d.queue.Query(ctx, []int64{id}, []string{"status", "opresult"})
+func (d *Daemon) jobDone(ctx context.Context, id int64) (bool, string) {
+	rows, err := d.queue.Query(ctx, []int64{id}, []string{"status", "opresult"})
 	if err != nil || len(rows) == 0 || rows[0] == nil {
 		return true, ""
 	}
@@ -70,10 +71,15 @@ func paused(c *config.Cluster, now time.Time) bool {
 // maxRestartTries times, and records what it did in the instance's status.
 // It returns how many jobs it submitted and the submissions that failed.
 func (w *watcher) restartInstances(ctx context.Context) (int, error) {
+	return w.restartInstancesSeen(ctx, w.d.gatherInstances(ctx, w.d.cfg.Nodes()))
+}
+
+// restartInstancesSeen is restartInstances on what the nodes answered:
+// live maps a node's uuid to the instances it runs.
+func (w *watcher) restartInstancesSeen(ctx context.Context, live map[string]*instanceLive) (int, error) {
 	d := w.d
 	submitted := 0
 	var failed []error
-	live := d.gatherInstances(ctx, d.cfg.Nodes())
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	insts := d.cfg.Instances()
@@ -90,7 +96,7 @@ func (w *watcher) restartInstances(ctx context.Context) (int, error) {
 	}
 	for _, inst := range insts {
 		if id, ok := w.pending[inst.UUID]; ok {
-			done, failure := w.jobDone(ctx, id)
+			done, failure := d.jobDone(ctx, id)
 			if !done {
 				continue // its restart is still queued or running
 			}
@@ -100,6 +106,14 @@ func (w *watcher) restartInstances(ctx context.Context) (int, error) {
 					s.LastError = fmt.Sprintf("restart job %d: %s", id, failure)
 				})
 			}
+		}
+		if cmdlib.InRescue(d.cfg.InstanceStatus(inst.UUID)) {
+			// Rescued, or on its way in or out: a restart would start its
+			// own system and quietly end the rescue. Its rescue and
+			// unrescue jobs own it.
+			delete(w.tries, inst.UUID)
+			delete(w.given, inst.UUID)
+			continue
 		}
 		if inst.AdminState != config.AdminUp {
 			delete(w.tries, inst.UUID)
@@ -126,9 +140,8 @@ func (w *watcher) restartInstances(ctx context.Context) (int, error) {
 			continue
 		}
 		w.tries[inst.UUID]++
-		op, _ := json.Marshal(map[string]any{"OP_ID": "OP_INSTANCE_STARTUP", "instance_name": inst.Name,
-			"reason": []any{[]any{"watcher", "restart of an instance that should run", time.Now().Unix()}}})
-		id, err := d.queue.Submit(ctx, []json.RawMessage{op})
+		id, err := d.submitReconcilerJob(ctx, reconcilerInstanceRestart, "restart of an instance that should run",
+			map[string]any{"OP_ID": "OP_INSTANCE_STARTUP", "instance_name": inst.Name})
 		if err != nil {
 			d.log.Warn("watcher: cannot submit restart", "instance", inst.Name, "err", err)
 			d.updateInstanceStatus(ctx, inst, notSubmittedStatus(inst, err))

@@ -357,7 +357,11 @@ func (r *run) releaseKey(ctx context.Context, exp *ExportInfo) {
 	defer cancel()
 	id, err := src.submit(gctx, http.MethodDelete, instancePath(name, "prepare-export"), nil, map[string]any{"x509_key_name": exp.X509KeyName})
 	if err == nil {
-		_, err = r.follower(Source, src, func(logEntry) error { return nil }).follow(gctx, id)
+		// Followed without the run's abort channel: the move has
+		// already failed, so that channel is closed, and following
+		// with it would cancel this very clean-up.
+		f := &follower{c: src, side: Source, grace: r.m.grace}
+		_, err = f.follow(gctx, id)
 	}
 	if err != nil {
 		r.m.say(name, Source, "could not remove the transfer key of the failed move (it expires within a day): %v", err)

@@ -15,9 +15,11 @@ const (
 	DiskRemove       = "blockdev_remove"
 	DiskList         = "blockdev_list"
 	DiskGrow         = "blockdev_grow"
+	DiskConvert      = "blockdev_convert"
 	OSCreate         = "instance_os_add"
 	OSRename         = "instance_run_rename"
 	OSDiagnose       = "os_diagnose"
+	OSValidate       = "os_validate"
 	Console          = "instance_console"
 	TestDelay        = "test_delay"
 	ProcessList      = "hypervisor_processes"
@@ -61,6 +63,9 @@ type DiskSpec struct {
 	Index   int    `json:"index"`
 	SizeMiB int64  `json:"size"`
 	Mode    string `json:"mode"`
+	// Params are the template's disk parameters in the node's group
+	// (rbd: pool, access, conf, keyring); none for file and diskless.
+	Params map[string]string `json:"params,omitempty"`
 }
 
 // NICSpec is one instance NIC as the node sees it.
@@ -71,6 +76,21 @@ type NICSpec struct {
 	IP   string `json:"ip,omitempty"`
 	Mode string `json:"mode"`
 	Link string `json:"link,omitempty"`
+	// Network describes the NIC's network, for the OS scripts'
+	// NIC_<n>_NETWORK_* variables; nil for a NIC on no network.
+	Network *NetworkInfo `json:"network,omitempty"`
+}
+
+// NetworkInfo is what a node learns of a NIC's network.
+type NetworkInfo struct {
+	Name      string   `json:"name"`
+	UUID      string   `json:"uuid"`
+	Tags      []string `json:"tags,omitempty"`
+	Subnet    string   `json:"subnet,omitempty"`
+	Gateway   string   `json:"gateway,omitempty"`
+	Subnet6   string   `json:"subnet6,omitempty"`
+	Gateway6  string   `json:"gateway6,omitempty"`
+	MACPrefix string   `json:"mac_prefix,omitempty"`
 }
 
 // InstanceSpec is everything a node needs to run or install an instance:
@@ -86,6 +106,10 @@ type InstanceSpec struct {
 	HVParams        map[string]string `json:"hvparams"`
 	BEParams        map[string]string `json:"beparams"`
 	OSParams        map[string]string `json:"osparams"`
+	// OSParamsPrivate are the instance's private OS parameters: every OS
+	// script sees them, and the node keeps their values out of its logs
+	// and errors.
+	OSParamsPrivate map[string]string `json:"osparams_private,omitempty"`
 	MemoryMiB       int64             `json:"memory"`
 	VCPUs           int               `json:"vcpus"`
 	DiskTemplate    string            `json:"disk_template"`
@@ -93,6 +117,9 @@ type InstanceSpec struct {
 	NICs            []NICSpec         `json:"nics"`
 	// UIDPool is the cluster's uid pool, for hvparam security_model pool.
 	UIDPool [][2]uint32 `json:"uid_pool,omitempty"`
+	// SharedFileDir is the cluster's shared_file_storage_dir, for the
+	// sharedfile template.
+	SharedFileDir string `json:"shared_file_storage_dir,omitempty"`
 }
 
 // InstanceArgs carries one instance.
@@ -142,6 +169,8 @@ type DiskArgs struct {
 	InstanceUUID string   `json:"instance_uuid"`
 	Template     string   `json:"disk_template"`
 	Disk         DiskSpec `json:"disk"`
+	// SharedFileDir: see InstanceSpec.
+	SharedFileDir string `json:"shared_file_storage_dir,omitempty"`
 }
 
 // DiskReply reports where a disk lives.
@@ -157,6 +186,22 @@ type DiskGrowArgs struct {
 	Template     string   `json:"disk_template"`
 	Disk         DiskSpec `json:"disk"`
 	NewSizeMiB   int64    `json:"new_size"`
+	// SharedFileDir: see InstanceSpec.
+	SharedFileDir string `json:"shared_file_storage_dir,omitempty"`
+}
+
+// DiskConvertArgs copies one disk of a stopped instance from its template
+// to another (file and rbd); the source is left for the caller to remove.
+// From and To carry each side's disk parameters.
+type DiskConvertArgs struct {
+	InstanceUUID string   `json:"instance_uuid"`
+	FromTemplate string   `json:"from_template"`
+	ToTemplate   string   `json:"to_template"`
+	From         DiskSpec `json:"from"`
+	To           DiskSpec `json:"to"`
+	// SharedFileDir is the cluster's shared_file_storage_dir, for the
+	// sharedfile side of a conversion.
+	SharedFileDir string `json:"shared_file_dir,omitempty"`
 }
 
 // DiskGrowReply reports the grown disk.
@@ -205,6 +250,26 @@ type OSInfo struct {
 	Parameters  [][2]string `json:"parameters"`
 	APIVersions []int       `json:"api_versions"`
 	Trusted     bool        `json:"trusted"`
+	Version     string      `json:"os_version,omitempty"` // first line of os_version
+}
+
+// OSValidateArgs runs an OS's verify script on parameter values, as
+// Ganeti's os_validate RPC does with the "parameters" check. Private holds
+// the instance's private OS parameters: the script sees them like the
+// others, the node keeps their values out of logs and errors.
+type OSValidateArgs struct {
+	OS           string            `json:"os"` // with "+variant" when one is set
+	Required     bool              `json:"required"`
+	ForceVariant bool              `json:"force_variant"`
+	Params       map[string]string `json:"osparams"`
+	Private      map[string]string `json:"osparams_private,omitempty"`
+}
+
+// OSValidateReply says whether the OS was found (a missing OS is an error
+// only when it was required) and where the verify script logged.
+type OSValidateReply struct {
+	Found   bool   `json:"found"`
+	LogPath string `json:"log_path,omitempty"`
 }
 
 // DelayArgs sleeps on a node.
@@ -249,4 +314,84 @@ type EtcdMemberStartReply struct {
 // on it).
 type EtcdMemberStopArgs struct {
 	Name string `json:"name"`
+}
+
+// Live migration (nodeserver/migrate.go). The master asks both nodes for a
+// certificate request, signs them with the cluster CA (role migration), then
+// starts the destination (MigrationAccept) and the source (MigrationStart),
+// and follows the source (MigrationStatus). The keys never leave the nodes.
+const (
+	MigrationCSR      = "migration_csr"
+	MigrationAccept   = "migration_accept"
+	MigrationStart    = "migration_start"
+	MigrationStatus   = "migration_status"
+	MigrationPostcopy = "migration_postcopy"
+	MigrationCancel   = "migration_cancel"
+	MigrationFinish   = "migration_finish"
+	// MigrationDrop stops the instance's process on this node without
+	// touching its shared disks: the source after a migration, or a
+	// destination that will not get the instance.
+	MigrationDrop = "migration_drop"
+)
+
+// MigrationCSRArgs asks for a key (kept by the node) and its request.
+type MigrationCSRArgs struct {
+	InstanceUUID string `json:"instance_uuid"`
+}
+
+// MigrationCSRReply is the certificate request, PEM.
+type MigrationCSRReply struct {
+	CSR string `json:"csr"`
+}
+
+// MigrationAcceptArgs starts the destination and makes it listen.
+type MigrationAcceptArgs struct {
+	Instance InstanceSpec `json:"instance"`
+	Address  string       `json:"address"`
+	Port     int          `json:"port"`
+	CertPEM  string       `json:"cert"`
+	Postcopy bool         `json:"postcopy"`
+}
+
+// MigrationStartArgs starts sending the instance.
+type MigrationStartArgs struct {
+	Instance     InstanceSpec `json:"instance"`
+	Address      string       `json:"address"`
+	Port         int          `json:"port"`
+	TLSHostname  string       `json:"tls_hostname"`
+	CertPEM      string       `json:"cert"`
+	Live         bool         `json:"live"`
+	BandwidthMiB int          `json:"bandwidth"`
+	DowntimeMS   int          `json:"downtime"`
+	Postcopy     bool         `json:"postcopy"`
+}
+
+// SharedDirProbe writes, reads or removes a probe file in the shared
+// directory, so cluster verify can tell that every node sees the same files.
+const SharedDirProbe = "shared_dir_probe"
+
+// Probe operations.
+const (
+	ProbeWrite  = "write"
+	ProbeRead   = "read"
+	ProbeRemove = "remove"
+)
+
+// SharedDirProbeArgs names the probe (a file name starting with
+// ".corral-probe-") and, for a write, its content.
+type SharedDirProbeArgs struct {
+	Dir     string `json:"dir"`
+	Name    string `json:"name"`
+	Op      string `json:"op"`
+	Content string `json:"content,omitempty"`
+}
+
+// SharedDirProbeReply is what a read found.
+type SharedDirProbeReply struct {
+	Found   bool   `json:"found"`
+	Content string `json:"content,omitempty"`
+	// Closed names a directory on the way to the shared one that other
+	// users cannot pass through: qemu, unprivileged, could not open the
+	// disks (reported by writes).
+	Closed string `json:"closed,omitempty"`
 }

@@ -75,6 +75,9 @@ func (s *Server) reclaimDisks(spec hypervisor.InstanceSpec) {
 		return
 	}
 	for _, d := range spec.Disks {
+		if d.RBD != nil {
+			continue // in Ceph: qemu's copies of its key went with its run directory
+		}
 		if err := os.Chown(d.Path, 0, 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			s.log.Warn("cannot give a stopped instance's disk back to root", "instance", spec.Name, "disk", d.Path, "err", err)
 		}

@@ -12,7 +12,7 @@ import (
 // diskGrow sets a disk's size. The target size makes a repeat harmless; the
 // operation record answers a retried op id besides.
 func (s *Server) diskGrow(ctx context.Context, a nodeapi.DiskGrowArgs) (any, error) {
-	b, err := s.backend(a.Template)
+	b, err := s.backend(a.Template, a.SharedFileDir)
 	if err != nil {
 		return nil, err
 	}

@@ -506,7 +506,10 @@ func (s *Server) diskImage(x nodeapi.ImpExpIO) (string, error) {
 	if x.Disk < 0 || x.Disk >= len(in.Disks) {
 		return "", ecode.Errorf(ecode.Inval, "instance %s has no disk %d", in.Name, x.Disk)
 	}
-	b, err := s.backend(in.DiskTemplate)
+	if err := refuseRBDTransfer(in); err != nil {
+		return "", err
+	}
+	b, err := s.backend(in.DiskTemplate, in.SharedFileDir)
 	if err != nil {
 		return "", err
 	}
@@ -520,6 +523,9 @@ func (s *Server) diskImage(x nodeapi.ImpExpIO) (string, error) {
 // osTarget finds the OS definition and its view of the instance for an
 // IOScript transfer, as os_create does.
 func (s *Server) osTarget(x nodeapi.ImpExpIO) (*osapi.OS, osapi.Instance, error) {
+	if err := refuseRBDTransfer(x.Instance); err != nil {
+		return nil, osapi.Instance{}, err
+	}
 	o, err := s.findOS(x.Instance, true)
 	if err != nil {
 		return nil, osapi.Instance{}, err

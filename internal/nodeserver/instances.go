@@ -21,7 +21,7 @@ import (
 )
 
 func diskOf(tmpl string, d nodeapi.DiskSpec) storage.Disk {
-	return storage.Disk{UUID: d.UUID, Index: d.Index, SizeMiB: d.SizeMiB, Template: tmpl, Mode: d.Mode}
+	return storage.Disk{UUID: d.UUID, Index: d.Index, SizeMiB: d.SizeMiB, Template: tmpl, Mode: d.Mode, Params: d.Params}
 }
 
 // hvSpec turns the master's instance description into the hypervisor's,
@@ -29,13 +29,17 @@ func diskOf(tmpl string, d nodeapi.DiskSpec) storage.Disk {
 func (s *Server) hvSpec(in nodeapi.InstanceSpec) (hypervisor.InstanceSpec, error) {
 	spec := hypervisor.InstanceSpec{Name: in.Name, UUID: in.UUID, MemoryMiB: in.MemoryMiB, VCPUs: in.VCPUs, HVParams: in.HVParams,
 		UIDPool: uidpool.FromArrays(in.UIDPool)}
-	b, err := s.backend(in.DiskTemplate)
+	b, err := s.backend(in.DiskTemplate, in.SharedFileDir)
 	if err != nil {
 		return spec, err
 	}
 	for i, d := range in.Disks {
-		spec.Disks = append(spec.Disks, hypervisor.DiskSpec{Index: i, Path: b.Path(in.UUID, diskOf(in.DiskTemplate, d)),
-			SizeMiB: d.SizeMiB, ReadOnly: d.Mode == "ro", UUID: d.UUID})
+		hd := hypervisor.DiskSpec{Index: i, Path: b.Path(in.UUID, diskOf(in.DiskTemplate, d)),
+			SizeMiB: d.SizeMiB, ReadOnly: d.Mode == "ro", UUID: d.UUID}
+		if hd.RBD, err = rbdImage(b, in.UUID, diskOf(in.DiskTemplate, d)); err != nil {
+			return spec, err
+		}
+		spec.Disks = append(spec.Disks, hd)
 	}
 	for i, n := range in.NICs {
 		nic := hypervisor.NICSpec{Index: i, MAC: n.MAC, Mode: n.Mode, Link: n.Link, IP: n.IP}
@@ -48,30 +52,40 @@ func (s *Server) hvSpec(in nodeapi.InstanceSpec) (hypervisor.InstanceSpec, error
 }
 
 func (s *Server) instanceStart(ctx context.Context, a nodeapi.InstanceArgs) (any, error) {
-	in := a.Instance
+	return nil, s.startInstance(ctx, a.Instance, false)
+}
+
+// startInstance boots an instance, or with incoming starts it as the
+// destination of a migration.
+func (s *Server) startInstance(ctx context.Context, in nodeapi.InstanceSpec, incoming bool) error {
 	h, err := s.hv(in.Hypervisor)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	spec, err := s.hvSpec(in)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	spec.Incoming = incoming
 	if r, err := h.Info(ctx, in.Name); err == nil && r != nil && r.UUID == in.UUID {
-		return nil, nil // already running: touch neither its disks nor its network
+		return nil // already running: touch neither its disks nor its network
 	}
 	owner, err := s.qemuOwnerFor(ctx, h, spec)
 	if err != nil {
-		return nil, err
+		return err
+	}
+	if err := s.attachDisks(ctx, in, owner); err != nil {
+		owner.release()
+		return err
 	}
 	if in.Hypervisor == hypervisor.KVM {
 		// qemu runs unprivileged: it must be able to open its disks, and
 		// nobody else may read them.
 		for _, d := range spec.Disks {
-			if owner.uid >= 0 && os.Geteuid() == 0 {
+			if d.RBD == nil && owner.uid >= 0 && os.Geteuid() == 0 {
 				if err := os.Chown(d.Path, owner.uid, owner.gid); err != nil {
 					owner.release()
-					return nil, ecode.Errorf(ecode.Environ, "cannot hand disk %s to uid %d: %v", d.Path, owner.uid, err)
+					return ecode.Errorf(ecode.Environ, "cannot hand disk %s to uid %d: %w", d.Path, owner.uid, err)
 				}
 			}
 		}
@@ -79,13 +93,13 @@ func (s *Server) instanceStart(ctx context.Context, a nodeapi.InstanceArgs) (any
 			if err := netdev.CreateTap(n.Tap, owner.name, n.Mode, n.Link, n.IP); err != nil {
 				s.deleteTaps(hypervisor.InstanceSpec{NICs: spec.NICs[:i]})
 				owner.release()
-				return nil, ecode.Errorf(ecode.Environ, "network for NIC %d of %s: %v", n.Index, in.Name, err)
+				return ecode.Errorf(ecode.Environ, "network for NIC %d of %s: %w", n.Index, in.Name, err)
 			}
 		}
 		if err := s.guardPoolUID(ctx, spec, owner); err != nil {
 			s.deleteTaps(spec)
 			owner.release()
-			return nil, err
+			return err
 		}
 	}
 	s.opts.Failpoints.Hit(failpoint.NodeInstanceStart)
@@ -94,11 +108,11 @@ func (s *Server) instanceStart(ctx context.Context, a nodeapi.InstanceArgs) (any
 			s.deleteTaps(spec)
 		}
 		owner.release()
-		return nil, err
+		return err
 	}
 	s.opts.Failpoints.Hit(failpoint.NodeInstanceStarted)
-	s.log.Info("instance started", "instance", in.Name, "hypervisor", in.Hypervisor)
-	return nil, nil
+	s.log.Info("instance started", "instance", in.Name, "hypervisor", in.Hypervisor, "incoming_migration", incoming)
+	return nil
 }
 
 func (s *Server) deleteTaps(spec hypervisor.InstanceSpec) {
@@ -168,7 +182,7 @@ func (s *Server) instanceList(ctx context.Context, a nodeapi.InstanceListArgs) (
 }
 
 func (s *Server) diskCreate(ctx context.Context, a nodeapi.DiskArgs) (any, error) {
-	b, err := s.backend(a.Template)
+	b, err := s.backend(a.Template, a.SharedFileDir)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +195,7 @@ func (s *Server) diskCreate(ctx context.Context, a nodeapi.DiskArgs) (any, error
 }
 
 func (s *Server) diskRemove(ctx context.Context, a nodeapi.DiskArgs) (any, error) {
-	b, err := s.backend(a.Template)
+	b, err := s.backend(a.Template, a.SharedFileDir)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +219,7 @@ func (s *Server) diskList(ctx context.Context, _ struct{}) (any, error) {
 
 // osInstance builds the OS scripts' view of an instance.
 func (s *Server) osInstance(in nodeapi.InstanceSpec, secrets map[string]string) (osapi.Instance, error) {
-	b, err := s.backend(in.DiskTemplate)
+	b, err := s.backend(in.DiskTemplate, in.SharedFileDir)
 	if err != nil {
 		return osapi.Instance{}, err
 	}
@@ -217,7 +231,19 @@ func (s *Server) osInstance(in nodeapi.InstanceSpec, secrets map[string]string) 
 			SizeMiB: d.SizeMiB, Access: d.Mode, BackendType: storage.OSBackendType(in.DiskTemplate)})
 	}
 	for _, n := range in.NICs {
-		inst.NICs = append(inst.NICs, osapi.NIC{MAC: n.MAC, UUID: n.UUID, Name: n.Name, IP: n.IP, Mode: n.Mode, Link: n.Link})
+		nic := osapi.NIC{MAC: n.MAC, UUID: n.UUID, Name: n.Name, IP: n.IP, Mode: n.Mode, Link: n.Link}
+		if net := n.Network; net != nil {
+			nic.NetworkName, nic.NetworkUUID, nic.NetworkTags = net.Name, net.UUID, net.Tags
+			nic.NetworkSubnet, nic.NetworkGateway = net.Subnet, net.Gateway
+			nic.NetworkSubnet6, nic.NetworkGateway6, nic.NetworkMACPrefix = net.Subnet6, net.Gateway6, net.MACPrefix
+		}
+		inst.NICs = append(inst.NICs, nic)
+	}
+	if len(in.OSParamsPrivate) > 0 {
+		inst.OSParamsPrivate = map[string]secret.Secret{}
+		for k, v := range in.OSParamsPrivate {
+			inst.OSParamsPrivate[k] = secret.Secret(v)
+		}
 	}
 	if len(secrets) > 0 {
 		inst.OSParamsSecret = map[string]secret.Secret{}
@@ -250,8 +276,17 @@ func (s *Server) osCreate(ctx context.Context, a nodeapi.OSCreateArgs) (any, err
 		return nil, err
 	}
 	inst.DebugLevel = a.DebugLevel
+	// The script writes every byte it wants: rbd disks start from zeros.
+	files, err := s.rbdScriptDisks(ctx, a.Instance, &inst, false)
+	if err != nil {
+		return nil, err
+	}
+	defer files.remove()
 	log, err := s.osRunner.RunCreate(ctx, o, inst, a.Reinstall)
 	if err != nil {
+		return nil, err
+	}
+	if err := files.store(ctx); err != nil {
 		return nil, err
 	}
 	return nodeapi.OSReply{LogPath: log}, nil
@@ -266,8 +301,16 @@ func (s *Server) osRename(ctx context.Context, a nodeapi.OSRenameArgs) (any, err
 	if err != nil {
 		return nil, err
 	}
+	files, err := s.rbdScriptDisks(ctx, a.Instance, &inst, true)
+	if err != nil {
+		return nil, err
+	}
+	defer files.remove()
 	log, err := s.osRunner.RunRename(ctx, o, inst, a.OldName)
 	if err != nil {
+		return nil, err
+	}
+	if err := files.store(ctx); err != nil {
 		return nil, err
 	}
 	return nodeapi.OSReply{LogPath: log}, nil
@@ -281,9 +324,34 @@ func (s *Server) osDiagnose(ctx context.Context, _ struct{}) (any, error) {
 	out := []nodeapi.OSInfo{}
 	for _, o := range oses {
 		out = append(out, nodeapi.OSInfo{Name: o.Name, Path: o.Path, Valid: o.Valid, Error: o.Error, Variants: o.Variants,
-			Parameters: o.Parameters, APIVersions: o.APIVersions, Trusted: o.Trusted})
+			Parameters: o.Parameters, APIVersions: o.APIVersions, Trusted: o.Trusted, Version: o.Version})
 	}
 	return out, nil
+}
+
+// osValidate checks the variant and runs the OS's verify script on the
+// parameters. A missing OS is reported as not found unless required.
+func (s *Server) osValidate(ctx context.Context, a nodeapi.OSValidateArgs) (any, error) {
+	o, err := osapi.Find(s.opts.OSSearchPath, a.OS)
+	if ecode.ClassOf(err) == ecode.NoEnt && !a.Required {
+		return nodeapi.OSValidateReply{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	_, variant := osapi.SplitName(a.OS)
+	if variant, err = o.CheckVariant(variant, a.ForceVariant); err != nil {
+		return nil, err
+	}
+	private := make(map[string]secret.Secret, len(a.Private))
+	for k, v := range a.Private {
+		private[k] = secret.Secret(v)
+	}
+	log, err := s.osRunner.RunVerify(ctx, o, variant, a.Params, private)
+	if err != nil {
+		return nil, err
+	}
+	return nodeapi.OSValidateReply{Found: true, LogPath: log}, nil
 }
 
 // console streams the serial console between the master's client and the

@@ -16,8 +16,8 @@ import (
 )
 
 // newCertNode makes a node daemon named node1 whose credentials come from
-// a fresh CA.
-func newCertNode(t *testing.T) (*Server, *pki.CA) {
+// a fresh CA; adjust changes its options.
+func newCertNode(t *testing.T, adjust ...func(*Options)) (*Server, *pki.CA) {
 	t.Helper()
 	dir := t.TempDir()
 	ca, err := pki.NewCA("alpha", 24*time.Hour)
@@ -38,8 +38,12 @@ func newCertNode(t *testing.T) (*Server, *pki.CA) {
 	if err := os.WriteFile(filepath.Join(dir, FileCA), ca.CertPEM(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Options{StateDir: dir, RunDir: filepath.Join(dir, "run"), Listen: "127.0.0.1:0",
-		Hypervisors: []string{"fake"}, Logger: slog.New(slog.DiscardHandler)})
+	opts := Options{StateDir: dir, RunDir: filepath.Join(dir, "run"), Listen: "127.0.0.1:0",
+		Hypervisors: []string{"fake"}, Logger: slog.New(slog.DiscardHandler)}
+	for _, f := range adjust {
+		f(&opts)
+	}
+	s, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corral/corral/internal/baremetal/provnet"
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/failpoint"
 	"github.com/corral/corral/internal/hypervisor"
@@ -62,6 +63,30 @@ type Options struct {
 	// pool uids from opening connections, or "" / poolfw.ModeNone
 	// (poolfirewall.go).
 	PoolFirewall string
+	// MachineMedia configures the boot ISOs of bare-metal machines booting
+	// through virtual media (machinemedia.go).
+	MachineMedia MachineMediaOptions
+	// MachineNetworks are the provisioning networks of bare-metal machines
+	// (--baremetal-networks): PXE boots and network moves
+	// (machinenets.go). nil: none.
+	MachineNetworks *provnet.Config
+	// MachineNetworksDir holds their state (dnsmasq's files, the prepared
+	// boots); default <StateDir>/provnet. dnsmasq reads it after dropping
+	// its privileges: every directory above it must be searchable by
+	// others.
+	MachineNetworksDir string
+	// COEDir holds the control planes of COE clusters (coe.go); default
+	// <StateDir>/coe (corral-node's default is <state-dir>-coe). Every
+	// directory above it must let the clusters' uids through.
+	COEDir string
+	// K8sToolsDir is where the Kubernetes binaries are (k8sbin.Dir).
+	K8sToolsDir string
+	// COEUIDPool is the uids the control planes run under
+	// (DefaultCOEUIDPool when empty).
+	COEUIDPool string
+	// NoClusterCommands refuses the RPCs of `corral cluster command` and
+	// `cluster copyfile` (corral-node --cluster-commands=false).
+	NoClusterCommands bool
 }
 
 // Server is a running node daemon.
@@ -76,10 +101,14 @@ type Server struct {
 	rpc      *rpc.Server
 	qemuUID  int
 	qemuGID  int
-	certs    *certStore // transfer keys (x509certs.go)
-	exports  exportDir  // the export directory (exports.go)
-	xfers    *transfers // running and finished imports and exports (impexp.go)
-	poolFw   poolRules  // owner rules for pool uids (poolfirewall.go)
+	certs    *certStore    // transfer keys (x509certs.go)
+	exports  exportDir     // the export directory (exports.go)
+	xfers    *transfers    // running and finished imports and exports (impexp.go)
+	poolFw   poolRules     // owner rules for pool uids (poolfirewall.go)
+	media    *machineMedia // bare-metal machines' boot ISOs (machinemedia.go)
+	nets     machineNets   // bare-metal provisioning networks (machinenets.go); nil: none
+	coe      *coePlanes    // COE clusters' control planes (coe.go)
+	migKeys  migrationKeys // keys of migration certificates (migrate.go)
 }
 
 // New prepares the daemon: it loads its certificate (the node must have
@@ -140,7 +169,7 @@ func New(opts Options) (*Server, error) {
 				runAs = ""
 			}
 			h, err := kvm.New(kvm.Options{RunDir: filepath.Join(opts.RunDir, "kvm"), StateDir: filepath.Join(opts.StateDir, "kvm"),
-				RunAsUser: runAs, Logger: opts.Logger})
+				RunAsUser: runAs, Logger: opts.Logger, CgroupParent: "corral-" + s.name})
 			if err != nil {
 				return nil, err
 			}
@@ -152,11 +181,31 @@ func New(opts Options) (*Server, error) {
 	s.storage = map[string]storage.Backend{
 		storage.TemplateDiskless: storage.NewDiskless(),
 		storage.TemplateFile:     storage.NewFile(opts.FileStorageDir),
+		storage.TemplateRBD:      storage.NewRBD(),
 	}
 	s.osRunner = &osapi.Runner{LogDir: filepath.Join(opts.StateDir, "os-logs"), Logger: opts.Logger, Timeout: 30 * time.Minute}
+	if s.media, err = openMachineMedia(opts.StateDir, opts.Listen, opts.MachineMedia, opts.Logger); err != nil {
+		return nil, err
+	}
+	if s.nets, err = openMachineNets(opts.StateDir, opts.MachineNetworksDir, opts.MachineMedia.AgentRamdisk, opts.MachineNetworks, opts.Logger); err != nil {
+		s.media.close()
+		return nil, err
+	}
+	if opts.COEDir == "" {
+		opts.COEDir = filepath.Join(opts.StateDir, "coe")
+	}
+	if opts.COEUIDPool == "" {
+		opts.COEUIDPool = DefaultCOEUIDPool
+	}
+	if s.coe, err = openCOEPlanes(opts.COEDir, opts.K8sToolsDir, opts.COEUIDPool, opts.Logger); err != nil {
+		s.media.close()
+		return nil, err
+	}
 	s.rpc, err = rpc.NewServer(rpc.ServerOptions{CertPEM: certPEM, KeyPEM: keyPEM, CAPEM: caPEM,
 		StateDir: filepath.Join(opts.StateDir, "rpc"), Logger: opts.Logger})
 	if err != nil {
+		s.coe.close()
+		s.media.close()
 		return nil, err
 	}
 	s.routes()
@@ -168,6 +217,9 @@ func (s *Server) Name() string { return s.name }
 
 // Run serves until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
+	// The control planes keep running when the daemon ends; the next
+	// one adopts them.
+	defer s.coe.close()
 	if err := s.startPoolFirewall(ctx); err != nil {
 		return err
 	}
@@ -175,7 +227,29 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.opts.Listen, err)
 	}
+	if s.nets != nil {
+		// The namespace, its bridges and the machines' ports outlive the
+		// daemon (machines stay wired across a restart); the dnsmasqs,
+		// boot servers and API forwarders stop with it.
+		if err := s.nets.Start(ctx); err != nil {
+			ln.Close()
+			return fmt.Errorf("bare-metal networks: %w", err)
+		}
+		defer func() {
+			if err := s.nets.Close(); err != nil {
+				s.log.Error("stopping the bare-metal networks", "err", err)
+			}
+		}()
+		s.log.Info("bare-metal networks running", "netns", s.nets.Config().Netns, "networks", len(s.nets.Config().Networks))
+	}
 	s.log.Info("corral-node serving", "node", s.name, "listen", ln.Addr().String(), "pid", os.Getpid())
+	if s.media.enabled() {
+		go func() {
+			if err := s.media.serve(ctx); err != nil {
+				s.log.Error("machine boot media server stopped", "err", err)
+			}
+		}()
+	}
 	err = s.rpc.Serve(ctx, ln)
 	if errors.Is(err, context.Canceled) {
 		return nil
@@ -208,11 +282,20 @@ func (s *Server) routes() {
 	handle(s, nodeapi.DiskRemove, s.diskRemove)
 	handle(s, nodeapi.DiskList, s.diskList)
 	handle(s, nodeapi.DiskGrow, s.diskGrow)
+	handle(s, nodeapi.DiskConvert, s.diskConvert)
+	handle(s, nodeapi.Hotplug, s.instanceHotplug)
 	handle(s, nodeapi.OSCreate, s.osCreate)
 	handle(s, nodeapi.OSRename, s.osRename)
 	handle(s, nodeapi.OSDiagnose, s.osDiagnose)
+	handle(s, nodeapi.OSValidate, s.osValidate)
 	handle(s, nodeapi.ProcessList, s.hypervisorProcesses)
 	handle(s, nodeapi.EtcdMemberStart, s.etcdMemberStart)
+	handle(s, nodeapi.COEControlPlaneReserve, s.coeReserve)
+	handle(s, nodeapi.COEControlPlaneStart, s.coeStart)
+	handle(s, nodeapi.COEControlPlaneStatus, s.coeStatus)
+	handle(s, nodeapi.COEControlPlaneStop, s.coeStop)
+	handle(s, nodeapi.COEKubeletStart, s.coeKubeletStart)
+	handle(s, nodeapi.COEKubeletStop, s.coeKubeletStop)
 	handle(s, nodeapi.EtcdMemberStop, s.etcdMemberStop)
 	handle(s, nodeapi.TestDelay, func(ctx context.Context, a nodeapi.DelayArgs) (any, error) {
 		t := time.NewTimer(seconds.Duration(a.Duration))
@@ -228,6 +311,10 @@ func (s *Server) routes() {
 	s.impexpRoutes()
 	s.sshRoutes()
 	s.certRoutes()
+	s.machineRoutes()
+	s.instanceRescueRoutes()
+	s.migrationRoutes()
+	s.maintRoutes()
 }
 
 func now() float64 { return float64(time.Now().UnixMicro()) / 1e6 }
@@ -245,7 +332,12 @@ func (s *Server) hv(name string) (hypervisor.Hypervisor, error) {
 	return h, nil
 }
 
-func (s *Server) backend(template string) (storage.Backend, error) {
+// backend is the storage of a template on this node; sharedDir is the
+// cluster's shared directory, which the sharedfile template needs.
+func (s *Server) backend(template, sharedDir string) (storage.Backend, error) {
+	if template == storage.TemplateSharedFile {
+		return storage.ForTemplate(template, "", sharedDir)
+	}
 	b, ok := s.storage[template]
 	if !ok {
 		return nil, ecode.Errorf(ecode.Inval, "disk template %q is not supported on node %s", template, s.name)

@@ -6,7 +6,7 @@ import "slices"
 // parameter names. The table is built on each call so no package state can
 // be mutated by a caller.
 func Defs() []Def {
-	return slices.Concat(coreDefs(), tagDefs(), groupDefs(), diskDefs(), osDefs(), backupDefs(), cryptoDefs())
+	return slices.Concat(coreDefs(), tagDefs(), groupDefs(), diskDefs(), osDefs(), backupDefs(), cryptoDefs(), housekeepingDefs(), machineDefs(), instanceRescueDefs(), coeDefs(), evacuateDefs(), migrateDefs(), maintDefs(), networkDefs())
 }
 
 // MaxTestDelay bounds OP_TEST_DELAY's duration (seconds) and its repeat
@@ -176,12 +176,12 @@ func coreDefs() []Def {
 			{Name: "ignore_ipolicy", Type: TBool, Default: false, Doc: "ignore the instance policy's bounds on memory, vcpus and spindle use"},
 			{Name: "wait_for_sync", Type: TBool, Default: true},
 			{Name: "conflicts_check", Type: TBool, Default: true},
-			{Name: "disk_template", Type: TMaybeString, Default: nil, Unsupported: "disk template conversion"},
+			{Name: "disk_template", Type: TMaybeString, Default: nil, Honoured: []any{"file", "sharedfile", "rbd"}, Unsupported: "conversion to a disk template other than file, sharedfile or rbd"},
 			{Name: "ext_params", Type: TDict, Default: map[string]any{}, Unsupported: "ext storage provider"},
 			{Name: "file_driver", Type: TMaybeString, Default: nil, Unsupported: "disk template conversion"},
 			{Name: "file_storage_dir", Type: TMaybeString, Default: nil, Unsupported: "disk template conversion"},
-			{Name: "pnode", Type: TMaybeString, Default: nil, Unsupported: "change of an instance's primary node"},
-			{Name: "pnode_uuid", Type: TMaybeString, Default: nil, Unsupported: "change of an instance's primary node"},
+			{Name: "pnode", Type: TMaybeString, Default: nil, Doc: "new primary node of a stopped instance whose disks every node sees (sharedfile, rbd, diskless)"},
+			{Name: "pnode_uuid", Type: TMaybeString, Default: nil, Doc: "new primary node uuid (internal)"},
 			{Name: "remote_node", Type: TMaybeString, Default: nil, Unsupported: "conversion to a mirrored disk template"},
 			{Name: "remote_node_uuid", Type: TMaybeString, Default: nil, Unsupported: "conversion to a mirrored disk template"},
 			{Name: "iallocator", Type: TMaybeString, Default: nil, Unsupported: "disk template conversion"},
@@ -215,6 +215,7 @@ func clusterSetParams() []Param {
 		{Name: "blacklisted_os", Type: TAny, Default: nil},
 		{Name: "file_storage_dir", Type: TMaybeString, Default: nil},
 		{Name: "default_iallocator", Type: TMaybeString, Default: nil},
+		{Name: "auto_failover", Type: TAny, Default: nil, Doc: "whether the watcher fails over the instances of a node declared offline (bool; Corral only, off by default)"},
 		{Name: "uid_pool", Type: TAny, Default: nil, Doc: "replace the uid pool: list of [low, high] uid ranges"},
 		{Name: "add_uids", Type: TAny, Default: nil, Doc: "uid ranges to add to the uid pool"},
 		{Name: "remove_uids", Type: TAny, Default: nil, Doc: "uid ranges to remove from the uid pool (each exactly as in it)"},
@@ -226,12 +227,12 @@ func clusterSetParams() []Param {
 		{Name: "hv_state", Type: TAny, Default: nil, Unsupported: "static hypervisor state"},
 		{Name: "disk_state", Type: TAny, Default: nil, Unsupported: "static disk state"},
 		{Name: "vg_name", Type: TMaybeString, Default: nil, Unsupported: "LVM storage", Honoured: []any{""}},
-		{Name: "os_hvp", Type: TAny, Default: nil, Unsupported: "per-OS hypervisor parameters"},
-		{Name: "osparams_private_cluster", Type: TAny, Default: nil, Sensitive: Private, Unsupported: "cluster-wide private OS parameters"},
+		{Name: "os_hvp", Type: TAny, Default: nil, Doc: "per-OS hypervisor parameters: {os: {hypervisor: {param: value}}}"},
+		{Name: "osparams_private_cluster", Type: TAny, Default: nil, Sensitive: Private, Doc: "private OS parameters per OS: {os: {param: value}}"},
 		{Name: "diskparams", Type: TAny, Default: nil, Unsupported: "cluster-wide disk parameters (set them per node group)"},
 		{Name: "maintain_node_health", Type: TAny, Default: nil, Unsupported: "node health maintenance", Honoured: []any{false}},
 		{Name: "prealloc_wipe_disks", Type: TAny, Default: nil, Unsupported: "wiping of new disks", Honoured: []any{false}},
-		{Name: "ipolicy", Type: TAny, Default: nil, Unsupported: "cluster-wide instance policy (set it per node group)"},
+		{Name: "ipolicy", Type: TAny, Default: nil, Doc: "the cluster's instance policy: Ganeti's ipolicy keys (minmax, std, disk-templates, vcpu-ratio, spindle-ratio)"},
 		{Name: "drbd_helper", Type: TMaybeString, Default: nil, Unsupported: "DRBD", Honoured: []any{""}},
 		{Name: "default_iallocator_params", Type: TAny, Default: nil, Unsupported: "allocator parameters"},
 		{Name: "master_netdev", Type: TMaybeString, Default: nil, Unsupported: "master network device"},
@@ -239,7 +240,7 @@ func clusterSetParams() []Param {
 		{Name: "reserved_lvs", Type: TAny, Default: nil, Unsupported: "LVM storage"},
 		{Name: "use_external_mip_script", Type: TAny, Default: nil, Unsupported: "master IP script", Honoured: []any{false}},
 		{Name: "modify_etc_hosts", Type: TAny, Default: nil, Unsupported: "management of /etc/hosts", Honoured: []any{false}},
-		{Name: "shared_file_storage_dir", Type: TMaybeString, Default: nil, Unsupported: "shared file storage", Honoured: []any{""}},
+		{Name: "shared_file_storage_dir", Type: TMaybeString, Default: nil, Doc: "directory of the sharedfile template, mounted at this path on every node"},
 		{Name: "gluster_storage_dir", Type: TMaybeString, Default: nil, Unsupported: "Gluster storage", Honoured: []any{""}},
 		{Name: "install_image", Type: TMaybeString, Default: nil, Unsupported: "OS install helper image", Honoured: []any{""}},
 		{Name: "instance_communication_network", Type: TMaybeString, Default: nil, Unsupported: "instance communication network", Honoured: []any{""}},

@@ -41,15 +41,11 @@ func tagDefs() []Def {
 	}
 }
 
-// ValidateTagKind accepts the kinds Ganeti knows. Networks are a valid
-// kind but Corral has none, so they are refused with a clear message
-// rather than an unknown-entity error.
+// ValidateTagKind accepts the kinds Ganeti knows.
 func ValidateTagKind(kind string) error {
 	switch kind {
-	case TagCluster, TagNode, TagInstance, TagNodeGroup:
+	case TagCluster, TagNode, TagInstance, TagNodeGroup, TagNetwork:
 		return nil
-	case TagNetwork:
-		return ecode.Errorf(ecode.Inval, "Networks are not supported in this version; they have no tags")
 	}
 	return ecode.Errorf(ecode.Inval, "Wrong tag type requested (%s)", kind)
 }

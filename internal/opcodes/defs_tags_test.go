@@ -44,12 +44,12 @@ func TestValidateTag(t *testing.T) {
 }
 
 func TestValidateTagKind(t *testing.T) {
-	for _, k := range []string{"cluster", "node", "instance", "nodegroup"} {
+	for _, k := range []string{"cluster", "node", "instance", "nodegroup", "network"} {
 		if err := ValidateTagKind(k); err != nil {
 			t.Errorf("%s: %v", k, err)
 		}
 	}
-	for k, msg := range map[string]string{"network": "Networks are not supported", "job": "Wrong tag type requested (job)", "": "Wrong tag type"} {
+	for k, msg := range map[string]string{"job": "Wrong tag type requested (job)", "": "Wrong tag type"} {
 		err := ValidateTagKind(k)
 		if err == nil || !strings.Contains(err.Error(), msg) || ecode.ClassOf(err) != ecode.Inval {
 			t.Errorf("%q: got %v, want %q", k, err, msg)

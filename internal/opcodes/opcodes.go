@@ -71,7 +71,11 @@ type Def struct {
 	KeyPrm string // parameter shown in the job summary: INSTANCE_CREATE(<value>)
 	Doc    string
 	Params []Param
-	byName map[string]*Param
+	// RootOnly opcodes act as root on the nodes beyond what the cluster's
+	// own objects need (a shell command, a file anywhere): corrald takes
+	// them only from root on its LUXI socket.
+	RootOnly bool
+	byName   map[string]*Param
 }
 
 // Common parameters every opcode accepts (Ganeti's OpCode base).

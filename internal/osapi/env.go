@@ -38,6 +38,10 @@ type Instance struct {
 	// OSParams holds the cluster per-OS defaults, the instance's public and
 	// its private parameters, already merged.
 	OSParams map[string]string
+	// OSParamsPrivate are the instance's private parameters (Ganeti's
+	// osparams_private): every script sees them, overriding OSParams, and
+	// their values are kept out of the errors and log lines we write.
+	OSParamsPrivate map[string]secret.Secret
 	// OSParamsSecret is only given to the create script (never stored, never
 	// logged); it overrides OSParams.
 	OSParamsSecret map[string]secret.Secret
@@ -188,6 +192,9 @@ func instanceEnv(o *OS, inst Instance) envMap {
 		}
 	}
 
+	for k, v := range inst.OSParamsPrivate {
+		e[ParamEnvName(k)] = v.Reveal()
+	}
 	for k, v := range inst.BEParams {
 		e["INSTANCE_BE_"+k] = v
 	}

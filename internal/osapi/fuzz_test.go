@@ -107,3 +107,23 @@ func FuzzParseParameters(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseVersion: the version is one line, trimmed, and the first line's
+// content whatever follows it.
+func FuzzParseVersion(f *testing.F) {
+	for _, s := range []string{"1.0\n", " 2.4-1 \r\nrest\n", "", "\n", "\r\r\n", "x\ny"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v := ParseVersion(data)
+		if strings.ContainsAny(v, "\r\n") || v != strings.TrimSpace(v) {
+			t.Fatalf("ParseVersion(%q) = %q: not one trimmed line", data, v)
+		}
+		if !strings.Contains(string(data), v) {
+			t.Fatalf("ParseVersion(%q) = %q: not from the input", data, v)
+		}
+		if got := ParseVersion(append(append([]byte(nil), data...), []byte("\nmore")...)); got != v && len(splitLines(data)) > 0 {
+			t.Fatalf("text after the first line changed the version: %q vs %q", got, v)
+		}
+	})
+}

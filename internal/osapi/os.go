@@ -29,6 +29,7 @@ const (
 	APIVersionFile = "ganeti_api_version"
 	VariantsFile   = "variants.list"
 	ParametersFile = "parameters.list"
+	VersionFile    = "os_version" // optional; its first line is the OS's version
 
 	ScriptCreate          = "create"
 	ScriptCreateUntrusted = "create_untrusted"
@@ -62,6 +63,7 @@ type OS struct {
 	Variants    []string
 	Parameters  [][2]string // name, description
 	Trusted     bool        // false when the definition ships create_untrusted
+	Version     string      // first line of os_version, "" when there is none
 	Valid       bool
 	Error       string // why the definition is invalid
 }
@@ -218,6 +220,14 @@ func load(name, dir string) OS {
 		}
 		o.Parameters = ParseParameters(data)
 	}
+	data, err = readDefinitionFile(filepath.Join(dir, VersionFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fail("reading '%s' under %s: %v", VersionFile, dir, err)
+	default:
+		o.Version = ParseVersion(data)
+	}
 	o.Valid = true
 	return o
 }
@@ -318,6 +328,16 @@ func ParseVariants(data []byte) []string {
 		out = append(out, line)
 	}
 	return out
+}
+
+// ParseVersion parses os_version: its first line, surrounding whitespace
+// stripped; anything after it is ignored, as the OS API says.
+func ParseVersion(data []byte) string {
+	lines := splitLines(data)
+	if len(lines) == 0 {
+		return ""
+	}
+	return strings.TrimSpace(lines[0])
 }
 
 // ParseParameters parses parameters.list: each line is a parameter name, a

@@ -449,3 +449,27 @@ func TestDebianGanetiNoopOS(t *testing.T) {
 		t.Fatal("import did not write the streamed disk")
 	}
 }
+
+func TestOSVersionFile(t *testing.T) {
+	search := t.TempDir()
+	makeOS(t, search, "withver", nil)
+	writeFile(t, filepath.Join(search, "withver", VersionFile), "  2.4-1  \nignored second line\n", 0o644)
+	makeOS(t, search, "nover", nil)
+	o, err := Find([]string{search}, "withver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Version != "2.4-1" {
+		t.Fatalf("os_version: got %q, want the first line trimmed", o.Version)
+	}
+	o, err = Find([]string{search}, "nover")
+	if err != nil || o.Version != "" {
+		t.Fatalf("no os_version file: %+v %v", o, err)
+	}
+	if err := os.Mkdir(filepath.Join(search, "nover", VersionFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := Find([]string{search}, "nover"); err == nil || o.Valid {
+		t.Fatalf("an os_version that is not a file must make the definition invalid: %+v", o)
+	}
+}

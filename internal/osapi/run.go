@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/secret"
 )
 
 // Log name prefixes, as Ganeti names its OS logs ("add" for create).
@@ -60,6 +61,9 @@ type scriptRun struct {
 	stdout   io.Writer // nil: into the log with stderr
 	secrets  []string  // values redacted from the errors we build
 	instance string    // for our own log lines
+	// validation marks the verify script, whose rejection is reported
+	// with Ganeti's text and the script's output.
+	validation bool
 }
 
 // RunCreate runs the create script; reinstall sets INSTANCE_REINSTALL=1.
@@ -80,7 +84,7 @@ func (r *Runner) RunCreate(ctx context.Context, o *OS, inst Instance, reinstall 
 	if reinstall {
 		env["INSTANCE_REINSTALL"] = "1"
 	}
-	var secrets []string
+	secrets := privateValues(inst)
 	for k, v := range inst.OSParamsSecret {
 		env[ParamEnvName(k)] = v.Reveal()
 		if !v.Empty() {
@@ -103,21 +107,48 @@ func (r *Runner) RunRename(ctx context.Context, o *OS, inst Instance, oldName st
 	env["OLD_INSTANCE_NAME"] = oldName
 	return r.run(ctx, o, scriptRun{
 		kind: kindRename, script: ScriptRename, env: env,
-		logName: []string{inst.OS, inst.Name}, instance: inst.Name,
+		logName: []string{inst.OS, inst.Name}, secrets: privateValues(inst), instance: inst.Name,
 	})
 }
 
+// privateValues are the values of the instance's private OS parameters,
+// which our errors and log lines must not show.
+func privateValues(inst Instance) []string {
+	var out []string
+	for _, v := range inst.OSParamsPrivate {
+		if !v.Empty() {
+			out = append(out, v.Reveal())
+		}
+	}
+	return out
+}
+
 // RunVerify runs `verify parameters` with the core environment only, after
-// rejecting undeclared parameters. OSes older than API 20 have no verify
-// script: nothing runs and the log path is empty.
-func (r *Runner) RunVerify(ctx context.Context, o *OS, variant string, params map[string]string) (string, error) {
+// rejecting undeclared parameters. private are the instance's private OS
+// parameters: the script sees them like the others, but their values are
+// kept out of the log lines and errors we write. OSes older than API 20
+// have no verify script: nothing runs and the log path is empty. A script
+// that rejects the values fails with Ganeti's "OS validation script failed"
+// text and the script's last output lines.
+func (r *Runner) RunVerify(ctx context.Context, o *OS, variant string, params map[string]string, private map[string]secret.Secret) (string, error) {
 	if err := usable(o); err != nil {
 		return "", err
 	}
 	if o.APIVersion < APIv20 {
 		return "", nil
 	}
-	if err := o.CheckParams(params); err != nil {
+	all := make(map[string]string, len(params)+len(private))
+	for k, v := range params {
+		all[k] = v
+	}
+	var secrets []string
+	for k, v := range private {
+		all[k] = v.Reveal()
+		if !v.Empty() {
+			secrets = append(secrets, v.Reveal())
+		}
+	}
+	if err := o.CheckParams(all); err != nil {
 		return "", err
 	}
 	full := o.Name
@@ -126,7 +157,7 @@ func (r *Runner) RunVerify(ctx context.Context, o *OS, variant string, params ma
 	}
 	return r.run(ctx, o, scriptRun{
 		kind: kindVerify, script: ScriptVerify, args: []string{"parameters"},
-		env: coreEnv(o, variant, params, 0), logName: []string{full},
+		env: coreEnv(o, variant, all, 0), logName: []string{full}, secrets: secrets, validation: true,
 	})
 }
 
@@ -161,6 +192,7 @@ func (r *Runner) runDiskStream(ctx context.Context, o *OS, inst Instance, diskIn
 	run.env = env
 	run.logName = []string{inst.OS, inst.Name, "disk" + strconv.Itoa(diskIndex)}
 	run.instance = inst.Name
+	run.secrets = privateValues(inst)
 	return r.run(ctx, o, run)
 }
 
@@ -256,7 +288,9 @@ func (r *Runner) run(ctx context.Context, o *OS, sr scriptRun) (string, error) {
 		err2 = ecode.ExecErrorf("%s timed out after %s: %w; last lines of %s:\n%s", what, r.Timeout, runCtx.Err(), logPath, tail)
 	default:
 		var ee *exec.ExitError
-		if errors.As(runErr, &ee) {
+		if errors.As(runErr, &ee) && sr.validation {
+			err2 = ecode.ExecErrorf("OS validation script failed (%s), output: %s", exitReason(ee.ProcessState), tail)
+		} else if errors.As(runErr, &ee) {
 			err2 = ecode.ExecErrorf("%s failed (%s); last lines of %s:\n%s", what, ee.ProcessState, logPath, tail)
 		} else {
 			err2 = ecode.ExecErrorf("%s failed: %w; last lines of %s:\n%s", what, runErr, logPath, tail)
@@ -264,6 +298,14 @@ func (r *Runner) run(ctx context.Context, o *OS, sr scriptRun) (string, error) {
 	}
 	log.Warn("OS script failed", "err", redact(runErr.Error(), sr.secrets))
 	return logPath, err2
+}
+
+// exitReason words how a script ended as Ganeti's process results do.
+func exitReason(ps *os.ProcessState) string {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return fmt.Sprintf("terminated by signal %d", int(ws.Signal()))
+	}
+	return fmt.Sprintf("exited with exit code %d", ps.ExitCode())
 }
 
 // checkEnv refuses variables exec cannot pass faithfully. Only names appear

@@ -314,7 +314,7 @@ func TestRunRename(t *testing.T) {
 func TestRunVerify(t *testing.T) {
 	f := newFixture(t, map[string]string{ScriptVerify: dumpEnv})
 	params := map[string]string{"dhcp": "no"}
-	logPath, err := f.runner.RunVerify(context.Background(), f.os, "minimal", params)
+	logPath, err := f.runner.RunVerify(context.Background(), f.os, "minimal", params, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +327,7 @@ func TestRunVerify(t *testing.T) {
 	}
 
 	entries, _ := os.ReadDir(f.runner.LogDir)
-	_, err = f.runner.RunVerify(context.Background(), f.os, "", map[string]string{"bogus": "1"})
+	_, err = f.runner.RunVerify(context.Background(), f.os, "", map[string]string{"bogus": "1"}, nil)
 	if ecode.ClassOf(err) != ecode.Inval {
 		t.Fatalf("unknown parameter: %v", err)
 	}
@@ -337,16 +337,40 @@ func TestRunVerify(t *testing.T) {
 
 	old := *f.os
 	old.APIVersion = 15
-	if p, err := f.runner.RunVerify(context.Background(), &old, "", params); p != "" || err != nil {
+	if p, err := f.runner.RunVerify(context.Background(), &old, "", params, nil); p != "" || err != nil {
 		t.Fatalf("API 15 verify should be skipped: %q %v", p, err)
 	}
 }
 
 func TestRunVerifyFailure(t *testing.T) {
-	f := newFixture(t, map[string]string{ScriptVerify: "#!/bin/sh\necho \"invalid value for dhcp: $OSP_DHCP\"\nexit 1\n"})
-	_, err := f.runner.RunVerify(context.Background(), f.os, "", map[string]string{"dhcp": "maybe"})
+	f := newFixture(t, map[string]string{ScriptVerify: "#!/bin/sh\necho \"invalid value for dhcp: $OSP_DHCP\"\necho \"password was $OSP_ROOT_PASSWORD\" >&2\nexit 3\n"})
+	_, err := f.runner.RunVerify(context.Background(), f.os, "", map[string]string{"dhcp": "maybe"},
+		map[string]secret.Secret{"root-password": "hunter2-secret"})
 	if err == nil || !strings.Contains(err.Error(), "invalid value for dhcp: maybe") {
 		t.Fatalf("verify diagnostics missing: %v", err)
+	}
+	if !strings.HasPrefix(err.Error(), "OS validation script failed (exited with exit code 3), output: ") {
+		t.Fatalf("want Ganeti's validation text, got %v", err)
+	}
+	if strings.Contains(err.Error(), "hunter2-secret") || !strings.Contains(err.Error(), "password was <redacted>") {
+		t.Fatalf("a private parameter's value must not reach the error: %v", err)
+	}
+}
+
+func TestRunVerifySeesPrivateParams(t *testing.T) {
+	f := newFixture(t, map[string]string{ScriptVerify: dumpEnv})
+	logPath, err := f.runner.RunVerify(context.Background(), f.os, "", map[string]string{"dhcp": "no"},
+		map[string]secret.Secret{"root-password": "s3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, _, _ := parseDump(t, logPath)
+	if !slices.Contains(env, "OSP_ROOT_PASSWORD=s3") || !slices.Contains(env, "OSP_DHCP=no") {
+		t.Fatalf("verify env %q lacks the parameters", env)
+	}
+	_, err = f.runner.RunVerify(context.Background(), f.os, "", nil, map[string]secret.Secret{"bogus": "x"})
+	if ecode.ClassOf(err) != ecode.Inval {
+		t.Fatalf("an undeclared private parameter must be refused: %v", err)
 	}
 }
 
@@ -441,5 +465,31 @@ func TestLogNamesAreSafeAndUnique(t *testing.T) {
 			t.Fatalf("log %s reused", p)
 		}
 		seen[p] = true
+	}
+}
+
+// TestPrivateParamsReachEveryScriptButNoError: private OS parameters are in
+// the environment of the rename script (not only create's), and a failing
+// script that prints one does not put its value into our error.
+func TestPrivateParamsReachEveryScriptButNoError(t *testing.T) {
+	f := newFixture(t, map[string]string{ScriptRename: dumpEnv})
+	inst := testInstance()
+	inst.OSParamsPrivate = map[string]secret.Secret{"dhcp": "private-dhcp-value"}
+	logPath, err := f.runner.RunRename(context.Background(), f.os, inst, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, _, _ := parseDump(t, logPath)
+	if !slices.Contains(env, "OSP_DHCP=private-dhcp-value") {
+		t.Fatalf("rename env lacks the private parameter: %q", env)
+	}
+
+	f = newFixture(t, map[string]string{ScriptRename: "#!/bin/sh\necho \"dhcp is $OSP_DHCP\"\nexit 1\n"})
+	_, err = f.runner.RunRename(context.Background(), f.os, inst, "old")
+	if err == nil || strings.Contains(err.Error(), "private-dhcp-value") || !strings.Contains(err.Error(), "dhcp is <redacted>") {
+		t.Fatalf("the private value must be redacted from the error: %v", err)
+	}
+	if strings.Contains(f.logs.String(), "private-dhcp-value") {
+		t.Fatal("the private value reached the runner's own log lines")
 	}
 }

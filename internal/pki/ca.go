@@ -52,7 +52,17 @@ const (
 	RoleEtcdMember Role = "etcd-member"
 	// RoleEtcdClient is corrald's client certificate towards etcd.
 	RoleEtcdClient Role = "etcd-client"
+	// RoleMigration is a short-lived certificate a node daemon hands to one
+	// qemu process for one live migration (qemu's TLS migration). No
+	// Corral daemon accepts it: it only proves to the peer qemu that the
+	// other end is a node of this cluster.
+	RoleMigration Role = "migration"
 )
+
+// MigrationCertValidity is how long a migration certificate lives: long
+// enough for a slow migration, short enough that a copy left behind by a
+// compromised qemu is soon worthless.
+const MigrationCertValidity = 2 * time.Hour
 
 // roleOUPrefix marks the OrganizationalUnit that carries the role, so other
 // OUs (none today) can never be mistaken for one.
@@ -69,7 +79,7 @@ const clockSkew = 5 * time.Minute
 // Valid reports whether r is one of the known roles.
 func (r Role) Valid() bool {
 	switch r {
-	case RoleMaster, RoleMasterCandidate, RoleNode, RoleRAPI, RoleAdmin, RoleEtcdMember, RoleEtcdClient:
+	case RoleMaster, RoleMasterCandidate, RoleNode, RoleRAPI, RoleAdmin, RoleEtcdMember, RoleEtcdClient, RoleMigration:
 		return true
 	}
 	return false

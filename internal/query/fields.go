@@ -15,6 +15,12 @@ type InstanceRow struct {
 	// Live data; LiveState is RSNormal when the node answered.
 	Live      *nodeapi.RunningInstance
 	LiveState int
+	// RescueState is where the instance's rescue stands (rescuing,
+	// rescue, unrescuing); "" when it is not in rescue.
+	RescueState string
+	// NetworkNames are the networks' names by uuid, for the NIC network
+	// fields.
+	NetworkNames map[string]string
 }
 
 func (r *InstanceRow) live() (any, int) { return nil, r.LiveState }

@@ -97,6 +97,12 @@ func instanceConfigFields() []Field[*InstanceRow] {
 		{Name: "mtime", Title: "MTime", Kind: KTimestamp, Doc: "Modification time", Get: func(r *InstanceRow) (any, int) { return ok(r.Inst.MTime) }},
 		{Name: "serial_no", Title: "SerialNo", Kind: KNumber, Doc: "Serial number", Get: func(r *InstanceRow) (any, int) { return ok(r.Inst.Serial) }},
 		{Name: "tags", Title: "Tags", Kind: KOther, Doc: "Tags", Get: func(r *InstanceRow) (any, int) { return ok(tags(r.Inst.Tags)) }},
+		{Name: "rescue_state", Title: "Rescue", Kind: KText, Doc: "Where the instance's rescue stands: rescuing, rescue or unrescuing; null when it is not in rescue (Corral only)", Get: func(r *InstanceRow) (any, int) {
+			if r.RescueState == "" {
+				return ok(nil)
+			}
+			return ok(r.RescueState)
+		}},
 	}
 }
 
@@ -105,7 +111,7 @@ func (r *InstanceRow) filledBE() config.Params {
 }
 
 func (r *InstanceRow) filledHV() config.Params {
-	return config.Fill(r.Cluster.HVParams[r.Inst.Hypervisor], r.Inst.HVParams)
+	return config.InstanceHVParams(r.Cluster, r.Inst)
 }
 
 func instanceParamFields() []Field[*InstanceRow] {
@@ -117,7 +123,7 @@ func instanceParamFields() []Field[*InstanceRow] {
 		}},
 		{Name: "hvparams", Title: "HypervisorParameters", Kind: KOther, Doc: "Hypervisor parameters (filled)", Get: func(r *InstanceRow) (any, int) { return ok(r.filledHV()) }},
 		{Name: "osparams", Title: "OpSysParameters", Kind: KOther, Doc: "OS parameters (filled)", Get: func(r *InstanceRow) (any, int) {
-			return ok(config.Fill(r.Cluster.OSParams[osBase(r.Inst.OS)], r.Inst.OSParams))
+			return ok(config.InstanceOSParams(r.Cluster, r.Inst))
 		}},
 		{Name: "custom_beparams", Title: "CustomBackendParameters", Kind: KOther, Doc: "Custom backend parameters", Get: func(r *InstanceRow) (any, int) { return ok(emptyIfNil(r.Inst.BEParams)) }},
 		{Name: "custom_hvparams", Title: "CustomHypervisorParameters", Kind: KOther, Doc: "Custom hypervisor parameters", Get: func(r *InstanceRow) (any, int) { return ok(emptyIfNil(r.Inst.HVParams)) }},
@@ -252,7 +258,8 @@ func instanceDiskFields() []Field[*InstanceRow] {
 // nicView is one NIC with its parameters filled from the cluster's.
 type nicView struct {
 	config.NIC
-	vlan string
+	vlan        string
+	networkName string
 }
 
 func (r *InstanceRow) nics() []nicView {
@@ -266,6 +273,10 @@ func (r *InstanceRow) nics() []nicView {
 			out[i].Link, _ = r.Cluster.NICParams["link"].(string)
 		}
 		out[i].vlan, _ = r.Cluster.NICParams["vlan"].(string)
+		if n.Network != "" {
+			out[i].vlan = n.VLAN
+			out[i].networkName = r.NetworkNames[n.Network]
+		}
 	}
 	return out
 }
@@ -296,7 +307,8 @@ func nicAt(name, title, doc string, f func(nicView) any) []Field[*InstanceRow] {
 }
 
 func instanceNICFields() []Field[*InstanceRow] {
-	noNetwork := func(nicView) any { return nil } // Corral has no networks
+	network := func(n nicView) any { return nilIfEmpty(n.Network) }
+	networkName := func(n nicView) any { return nilIfEmpty(n.networkName) }
 	fields := []Field[*InstanceRow]{
 		{Name: "nic.count", Title: "NICs", Kind: KNumber, Doc: "Number of NICs", Get: func(r *InstanceRow) (any, int) { return ok(len(r.Inst.NICs)) }},
 		{Name: "nic.macs", Title: "NIC_MACs", Kind: KOther, Doc: "NIC MAC addresses", Get: nicList(func(n nicView) any { return n.MAC })},
@@ -307,8 +319,8 @@ func instanceNICFields() []Field[*InstanceRow] {
 		{Name: "nic.bridges", Title: "NIC_bridges", Kind: KOther, Doc: "NIC bridges (bridged mode)", Get: nicList(nicView.bridge)},
 		{Name: "nic.uuids", Title: "NIC_UUIDs", Kind: KOther, Doc: "NIC UUIDs", Get: nicList(func(n nicView) any { return n.UUID })},
 		{Name: "nic.names", Title: "NIC_Names", Kind: KOther, Doc: "NIC names", Get: nicList(func(n nicView) any { return nilIfEmpty(n.Name) })},
-		{Name: "nic.networks", Title: "NIC_networks", Kind: KOther, Doc: "NIC networks (Corral has none)", Get: nicList(noNetwork)},
-		{Name: "nic.networks.names", Title: "NIC_networks_names", Kind: KOther, Doc: "NIC network names", Get: nicList(noNetwork)},
+		{Name: "nic.networks", Title: "NIC_networks", Kind: KOther, Doc: "NIC networks (uuids)", Get: nicList(network)},
+		{Name: "nic.networks.names", Title: "NIC_networks_names", Kind: KOther, Doc: "NIC network names", Get: nicList(networkName)},
 	}
 	fields = append(fields, nicAt("nic.mac", "NicMAC", "NIC MAC address", func(n nicView) any { return n.MAC })...)
 	fields = append(fields, nicAt("nic.ip", "NicIP", "NIC IP address", func(n nicView) any { return nilIfEmpty(n.IP) })...)
@@ -318,8 +330,8 @@ func instanceNICFields() []Field[*InstanceRow] {
 	fields = append(fields, nicAt("nic.bridge", "NicBridge", "NIC bridge", nicView.bridge)...)
 	fields = append(fields, nicAt("nic.uuid", "NicUUID", "NIC UUID", func(n nicView) any { return n.UUID })...)
 	fields = append(fields, nicAt("nic.name", "NicName", "NIC name", func(n nicView) any { return nilIfEmpty(n.Name) })...)
-	fields = append(fields, nicAt("nic.network", "NicNetwork", "NIC network", noNetwork)...)
-	fields = append(fields, nicAt("nic.network.name", "NicNetworkName", "NIC network name", noNetwork)...)
+	fields = append(fields, nicAt("nic.network", "NicNetwork", "NIC network", network)...)
+	fields = append(fields, nicAt("nic.network.name", "NicNetworkName", "NIC network name", networkName)...)
 	return fields
 }
 

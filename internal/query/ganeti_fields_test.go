@@ -36,14 +36,15 @@ func ganetiFields(t *testing.T) map[string][][3]string {
 
 // corralOnlyFields are fields Corral has beyond Ganeti's, per resource.
 var corralOnlyFields = map[string][]string{
-	"node": {"version", "status"},
+	"node":     {"version", "status"},
+	"instance": {"rescue_state"},
 }
 
 // AllDefs is what QueryFields answers for every resource; the test below
 // holds it to Ganeti's lists.
 func TestEveryGanetiFieldExists(t *testing.T) {
 	want := ganetiFields(t)
-	for _, res := range []string{"instance", "node", "group", "job", "cluster", "os", "export", "lock", "network"} {
+	for _, res := range []string{"instance", "node", "group", "job", "cluster", "os", "export", "lock", "network", "filter"} {
 		defs, found := AllDefs(res)
 		if !found {
 			t.Errorf("resource %s: not known", res)

@@ -226,3 +226,36 @@ func FilterFields(filter any) []string {
 func errFilter(format string, args ...any) error {
 	return ecode.Errorf(ecode.Inval, "Invalid query filter: %s", fmt.Sprintf(format, args...))
 }
+
+// RequestedNames returns the names a filter asks for when it is nothing
+// but equalities on namefield joined by "|" (Ganeti then looks each name
+// up and reports an unknown one), and false for any other filter. A nil
+// filter asks for no name in particular.
+func RequestedNames(filter any, namefield string) ([]string, bool) {
+	if filter == nil {
+		return nil, true
+	}
+	l, isList := filter.([]any)
+	if !isList || len(l) == 0 {
+		return nil, false
+	}
+	switch l[0] {
+	case "|":
+		var out []string
+		for _, sub := range l[1:] {
+			names, ok := RequestedNames(sub, namefield)
+			if !ok || sub == nil {
+				return nil, false
+			}
+			out = append(out, names...)
+		}
+		return out, true
+	case "=", "==":
+		if len(l) == 3 && l[1] == namefield {
+			if s, ok := l[2].(string); ok {
+				return []string{s}, true
+			}
+		}
+	}
+	return nil, false
+}

@@ -69,6 +69,9 @@ type OSRow struct {
 	// name and by each OS+variant name that has some (the OS query's
 	// osparams field keeps the OS+variant names only).
 	OSParams map[string]config.Params
+	// OSHVParams are the cluster's per-OS hypervisor parameters (os_hvp),
+	// keyed as OSParams.
+	OSHVParams map[string]map[string]config.Params
 }
 
 // OSes is the OS definition resource.
@@ -93,7 +96,12 @@ func OSes() *Resource[*OSRow] {
 			return ok(r.Parameters)
 		}},
 		{Name: "node_status", Title: "NodeStatus", Kind: KOther, Doc: "What each node reported", Get: func(r *OSRow) (any, int) { return ok(r.NodeStatus) }},
-		{Name: "os_hvp", Title: "OsHypervisorParams", Kind: KOther, Doc: "Per-OS hypervisor parameters (Corral keeps none)", Get: func(r *OSRow) (any, int) { return ok(map[string]any{}) }},
+		{Name: "os_hvp", Title: "OsHypervisorParams", Kind: KOther, Doc: "The cluster's hypervisor parameters of each OS+variant", Get: func(r *OSRow) (any, int) {
+			if r.OSHVParams == nil {
+				return ok(map[string]any{})
+			}
+			return ok(r.OSHVParams)
+		}},
 		{Name: "osparams", Title: "OsParameters", Kind: KOther, Doc: "The cluster's parameters of each OS+variant", Get: func(r *OSRow) (any, int) {
 			if r.OSParams == nil {
 				return ok(map[string]config.Params{})
@@ -142,39 +150,6 @@ func Locks() *Resource[*locking.LockInfo] {
 			}
 			return ok(out)
 		}},
-	})
-}
-
-// NetworkRow is a network. Corral has no networks, so the resource has
-// Ganeti's fields and never a row.
-type NetworkRow struct{}
-
-// Networks is the network resource.
-func Networks() *Resource[*NetworkRow] {
-	none := func(*NetworkRow) (any, int) { return nil, RSUnavail }
-	def := func(name, title string, kind Kind, doc string) Field[*NetworkRow] {
-		return Field[*NetworkRow]{Name: name, Title: title, Kind: kind, Doc: doc, Get: none}
-	}
-	return NewResource("network", []Field[*NetworkRow]{
-		def("name", "Network", KText, "Network name"),
-		def("uuid", "UUID", KText, "Network UUID"),
-		def("network", "Subnet", KText, "IPv4 subnet"),
-		def("gateway", "Gateway", KOther, "IPv4 gateway"),
-		def("network6", "IPv6Subnet", KOther, "IPv6 subnet"),
-		def("gateway6", "IPv6Gateway", KOther, "IPv6 gateway"),
-		def("mac_prefix", "MacPrefix", KOther, "MAC address prefix"),
-		def("free_count", "FreeCount", KNumber, "Free addresses"),
-		def("reserved_count", "ReservedCount", KNumber, "Reserved addresses"),
-		def("map", "Map", KText, "Address map"),
-		def("external_reservations", "ExternalReservations", KText, "Addresses reserved outside the cluster"),
-		def("group_cnt", "NodeGroups", KNumber, "Number of connected groups"),
-		def("group_list", "GroupList", KOther, "Connected groups as [name, mode, link]"),
-		def("inst_cnt", "Instances", KNumber, "Number of instances"),
-		def("inst_list", "InstanceList", KOther, "Instances"),
-		def("ctime", "CTime", KTimestamp, "Creation time"),
-		def("mtime", "MTime", KTimestamp, "Modification time"),
-		def("serial_no", "SerialNo", KNumber, "Serial number"),
-		def("tags", "Tags", KOther, "Tags"),
 	})
 }
 
@@ -235,6 +210,8 @@ func AllDefs(resource string) ([]FieldDef, bool) {
 		return Locks().Defs(nil), true
 	case "network":
 		return Networks().Defs(nil), true
+	case "filter":
+		return FilterRules().Defs(nil), true
 	}
 	return nil, false
 }

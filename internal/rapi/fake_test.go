@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/corral/corral/internal/ecode"
@@ -18,11 +19,13 @@ type fakeBackend struct {
 	instances map[string]map[string]any // name -> field -> value
 	nodes     map[string]map[string]any
 	groups    map[string]map[string]any
+	networks  map[string]map[string]any
 	jobs      map[int64]map[string]any
 	submitted [][]any
 	nextJob   int64
 	submitErr error
 	down      bool
+	filters   map[string]map[string]any // job filter rules by uuid (filters_test.go)
 }
 
 func newFakeBackend() *fakeBackend {
@@ -54,6 +57,11 @@ func newFakeBackend() *fakeBackend {
 	return &fakeBackend{
 		instances: map[string]map[string]any{"web1": inst},
 		nodes:     map[string]map[string]any{"node1": node},
+		networks: map[string]map[string]any{"net1": {"name": "net1", "network": "192.0.2.0/29", "gateway": "192.0.2.1",
+			"network6": nil, "gateway6": nil, "mac_prefix": nil, "free_count": 5.0, "reserved_count": 3.0, "map": "XX.....X",
+			"group_list": []any{[]any{"default", "bridged", "br0", ""}}, "inst_list": []any{},
+			"external_reservations": "192.0.2.0, 192.0.2.1, 192.0.2.7", "ctime": 1.0, "mtime": 1.0, "uuid": "u-net1",
+			"serial_no": 1.0, "tags": []any{}}},
 		groups: map[string]map[string]any{"default": {
 			"alloc_policy": "preferred", "name": "default", "node_cnt": 1.0, "node_list": []any{"node1"},
 			"ipolicy": map[string]any{}, "diskparams": map[string]any{}, "ndparams": map[string]any{},
@@ -164,6 +172,13 @@ func (f *fakeBackend) Query(_ context.Context, what string, fields []string, fil
 	case "job":
 		for _, id := range slices.Sorted(maps.Keys(f.jobs)) {
 			objs = append(objs, f.jobs[id])
+		}
+	case "network":
+		// A name filter (["|", ["=", "name", n], ...]) picks networks.
+		for _, name := range slices.Sorted(maps.Keys(f.networks)) {
+			if filter == nil || strings.Contains(fmt.Sprint(filter), "[= name "+name+"]") {
+				objs = append(objs, f.networks[name])
+			}
 		}
 	default:
 		return nil, ecode.Errorf(ecode.Inval, "Unknown resource '%s'", what)

@@ -17,7 +17,7 @@ const samplesDir = "testdata/ganeti-3.0.2"
 
 // notImplemented are sample paths whose feature Corral lacks; they must
 // answer 501 with the error body instead.
-var notImplemented = map[string]bool{"/2/filters": true, "/2/networks": true}
+var notImplemented = map[string]bool{}
 
 type sample struct {
 	Request struct {

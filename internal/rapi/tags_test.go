@@ -33,7 +33,8 @@ func TestTagsChange(t *testing.T) {
 			map[string]any{"OP_ID": "OP_TAGS_SET", "kind": "cluster"}},
 		{"read user", "PUT", "/2/tags?tag=a", ``, asViewer, 403, `Forbidden`, nil},
 		{"anonymous", "DELETE", "/2/instances/web1/tags?tag=a", ``, nil, 401, `Unauthorized`, nil},
-		{"networks still 501", "PUT", "/2/networks/net1/tags?tag=a", ``, asAdmin, 501, `networks`, nil},
+		{"network tags", "PUT", "/2/networks/net1/tags?tag=a", ``, asAdmin, 200, `101`,
+			map[string]any{"OP_ID": "OP_TAGS_SET", "kind": "network", "name": "net1"}},
 	}
 	runRoutes(t, tests, func(t *testing.T, tc routeCase, op map[string]any) {
 		if op == nil {

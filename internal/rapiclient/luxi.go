@@ -93,6 +93,9 @@ func (c *Client) Call(ctx context.Context, method string, args []any) (json.RawM
 		}
 		return c.do(ctx, req.Method, req.Path, req.Query, req.Body)
 	}
+	if raw, ok, err := c.filterCall(ctx, method, a); ok {
+		return raw, err
+	}
 	return nil, notOverRAPI("the " + method + " call")
 }
 

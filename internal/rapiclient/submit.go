@@ -119,6 +119,12 @@ var opRoutes = map[string]opRoute{
 	"OP_GROUP_RENAME":       {method: http.MethodPut, path: "/2/groups/{group_name}/rename", query: dryRun, body: []string{"new_name"}},
 	"OP_GROUP_ASSIGN_NODES": {method: http.MethodPut, path: "/2/groups/{group_name}/assign-nodes", query: map[string]string{"dry_run": "dry-run", "force": "force"}, body: []string{"nodes"}},
 
+	"OP_NETWORK_ADD":        {method: http.MethodPost, path: "/2/networks", query: dryRun},
+	"OP_NETWORK_REMOVE":     {method: http.MethodDelete, path: "/2/networks/{network_name}", query: dryRun},
+	"OP_NETWORK_SET_PARAMS": {method: http.MethodPut, path: "/2/networks/{network_name}/modify"},
+	"OP_NETWORK_CONNECT":    {method: http.MethodPut, path: "/2/networks/{network_name}/connect", query: dryRun},
+	"OP_NETWORK_DISCONNECT": {method: http.MethodPut, path: "/2/networks/{network_name}/disconnect", query: dryRun},
+
 	"OP_CLUSTER_SET_PARAMS":  {method: http.MethodPut, path: "/2/modify", query: dryRun},
 	"OP_CLUSTER_REDIST_CONF": {method: http.MethodPut, path: "/2/redistribute-config", body: []string{}},
 	"OP_TAGS_SET":            tagsRoute(http.MethodPut),

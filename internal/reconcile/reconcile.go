@@ -20,7 +20,8 @@ type Reconciler struct {
 	// Name identifies it to an operator: in logs and in the metrics'
 	// reconciler label.
 	Name string
-	// Interval is the time between the starts of two runs (> 0).
+	// Interval is the time between the starts of two runs; 0 runs it only
+	// when asked (RunOnce), never on a timer.
 	Interval time.Duration
 	// Paused is its pause switch: while it reports true for the current
 	// time, a due run is skipped (nil: never paused).
@@ -36,6 +37,7 @@ type Stats struct {
 	Errors        uint64        // rounds that returned an error
 	JobsSubmitted uint64        // jobs its rounds submitted
 	PausedRounds  uint64        // due rounds skipped because it was paused
+	LastRun       time.Time     // when the last round started (zero: none yet)
 	LastDuration  time.Duration // how long the last round took
 	LastError     string        // the last failed round's error ("" if none yet)
 }
@@ -70,14 +72,14 @@ func New(reg *metrics.Registry) *Registry {
 	return r
 }
 
-// Register adds rc. Names are unique, the interval positive and Run set;
-// reconcilers cannot be added once Run has started.
+// Register adds rc. Names are unique, the interval not negative and Run
+// set; reconcilers cannot be added once Run has started.
 func (r *Registry) Register(rc Reconciler) error {
 	switch {
 	case rc.Name == "":
 		return fmt.Errorf("a reconciler needs a name")
-	case rc.Interval <= 0:
-		return fmt.Errorf("reconciler %s: interval %v is not positive", rc.Name, rc.Interval)
+	case rc.Interval < 0:
+		return fmt.Errorf("reconciler %s: interval %v is negative", rc.Name, rc.Interval)
 	case rc.Run == nil:
 		return fmt.Errorf("reconciler %s: no run function", rc.Name)
 	}
@@ -126,6 +128,29 @@ func (r *Registry) Stats(name string) (Stats, bool) {
 	return e.stats, true
 }
 
+// Info is what the registry knows of one reconciler: its name, interval
+// and counters.
+type Info struct {
+	Name     string
+	Interval time.Duration // 0: it runs only when asked
+	Stats
+}
+
+// List describes every registered reconciler, sorted by name.
+func (r *Registry) List() []Info {
+	names := r.Names()
+	out := make([]Info, 0, len(names))
+	for _, name := range names {
+		r.mu.Lock()
+		e := r.entries[name]
+		r.mu.Unlock()
+		e.mu.Lock()
+		out = append(out, Info{Name: name, Interval: e.rc.Interval, Stats: e.stats})
+		e.mu.Unlock()
+	}
+	return out
+}
+
 // RunOnce runs one round of the named reconciler now, unless it is paused;
 // it reports whether the round ran.
 func (r *Registry) RunOnce(ctx context.Context, name string) (bool, error) {
@@ -138,14 +163,17 @@ func (r *Registry) RunOnce(ctx context.Context, name string) (bool, error) {
 	return r.round(ctx, e), nil
 }
 
-// Run starts every registered reconciler, each with its own ticker, and
-// returns once ctx ends and every round under way has returned.
+// Run starts every registered reconciler that has an interval, each with
+// its own ticker, and returns once ctx ends and every round under way has
+// returned.
 func (r *Registry) Run(ctx context.Context) {
 	r.mu.Lock()
 	r.started = true
 	entries := make([]*entry, 0, len(r.entries))
 	for _, e := range r.entries {
-		entries = append(entries, e)
+		if e.rc.Interval > 0 {
+			entries = append(entries, e)
+		}
 	}
 	r.mu.Unlock()
 	var wg sync.WaitGroup
@@ -166,6 +194,7 @@ func (r *Registry) Run(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+	<-ctx.Done() // also when no reconciler has an interval
 }
 
 // round runs e once unless paused, and records what happened. Rounds of
@@ -186,7 +215,7 @@ func (r *Registry) round(ctx context.Context, e *entry) bool {
 	n, err := e.rc.Run(ctx)
 	took := time.Since(start)
 	e.stats.Runs++
-	e.stats.LastDuration = took
+	e.stats.LastRun, e.stats.LastDuration = start, took
 	if n > 0 {
 		e.stats.JobsSubmitted += uint64(n)
 	}

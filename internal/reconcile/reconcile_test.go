@@ -17,7 +17,6 @@ func TestRegisterRejects(t *testing.T) {
 	run := func(context.Context) (int, error) { return 0, nil }
 	for _, rc := range []Reconciler{
 		{Interval: time.Second, Run: run},
-		{Name: "a", Run: run},
 		{Name: "a", Interval: -time.Second, Run: run},
 		{Name: "a", Interval: time.Second},
 	} {
@@ -67,6 +66,54 @@ func TestEachReconcilerHasItsOwnInterval(t *testing.T) {
 	}
 	if err := r.Register(Reconciler{Name: "late", Interval: time.Second, Run: func(context.Context) (int, error) { return 0, nil }}); err == nil {
 		t.Error("Register after Run accepted")
+	}
+}
+
+// A reconciler without an interval runs only when asked: Run does not
+// tick it, and returns only once ctx ends even when no reconciler ticks.
+func TestNoIntervalRunsOnlyWhenAsked(t *testing.T) {
+	r := New(nil)
+	var runs atomic.Int32
+	must(t, r.Register(Reconciler{Name: "manual", Run: func(context.Context) (int, error) { runs.Add(1); return 0, nil }}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	if ran, err := r.RunOnce(ctx, "manual"); err != nil || !ran {
+		t.Fatalf("RunOnce = %v, %v", ran, err)
+	}
+	select {
+	case <-done:
+		t.Fatal("Run returned before its context ended")
+	case <-time.After(20 * time.Millisecond):
+	}
+	cancel()
+	<-done
+	if n := runs.Load(); n != 1 {
+		t.Errorf("%d rounds, want the 1 asked for", n)
+	}
+}
+
+// List reports each reconciler's interval and counters, with the start of
+// its last round.
+func TestList(t *testing.T) {
+	r := New(nil)
+	must(t, r.Register(Reconciler{Name: "b", Interval: time.Minute, Run: func(context.Context) (int, error) { return 2, nil }}))
+	must(t, r.Register(Reconciler{Name: "a", Run: func(context.Context) (int, error) { return 0, errors.New("down") }}))
+	before := time.Now()
+	for _, n := range []string{"a", "b", "b"} {
+		if _, err := r.RunOnce(context.Background(), n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := r.List()
+	if len(l) != 2 || l[0].Name != "a" || l[1].Name != "b" {
+		t.Fatalf("List() = %+v, want a then b", l)
+	}
+	if l[0].Interval != 0 || l[0].Runs != 1 || l[0].Errors != 1 || l[0].LastError != "down" {
+		t.Errorf("a: %+v", l[0])
+	}
+	if l[1].Interval != time.Minute || l[1].Runs != 2 || l[1].JobsSubmitted != 4 || l[1].LastRun.Before(before) {
+		t.Errorf("b: %+v", l[1])
 	}
 }
 

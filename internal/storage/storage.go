@@ -1,5 +1,6 @@
 // Package storage manages instance disks on a node, one Backend per Ganeti
-// disk template. "diskless" and "file" (sparse raw images) exist now; the
+// disk template. "diskless", "file" (sparse raw images) and "rbd" (Ceph
+// images through librbd) exist now; the
 // interface is shaped so "sharedfile", "plain" (LVM) and "drbd" fit later:
 // every operation is keyed by instance and disk, idempotent, and reports
 // capacity and what is present for cluster verify.
@@ -34,6 +35,9 @@ type Disk struct {
 	Template string
 	Path     string // filled from Create's result by the caller
 	Mode     string // access mode, "rw" or "ro"; file permissions do not depend on it
+	// Params are the template's disk parameters (the node group's,
+	// filled from the defaults): rbd's pool, access, conf and keyring.
+	Params map[string]string
 }
 
 // Owner is the uid/gid a disk must belong to, so an unprivileged qemu can
@@ -77,8 +81,9 @@ type Backend interface {
 }
 
 // ForTemplate returns the backend for a disk template. fileDir is the file
-// storage directory, needed by the "file" template.
-func ForTemplate(t string, fileDir string) (Backend, error) {
+// storage directory, needed by the "file" template, sharedDir the shared one
+// of "sharedfile".
+func ForTemplate(t string, fileDir, sharedDir string) (Backend, error) {
 	switch t {
 	case TemplateDiskless:
 		return NewDiskless(), nil
@@ -87,7 +92,15 @@ func ForTemplate(t string, fileDir string) (Backend, error) {
 			return nil, ecode.Errorf(ecode.Inval, "file storage directory must be an absolute path, got '%s'", fileDir)
 		}
 		return NewFile(fileDir), nil
-	case TemplateSharedFile, TemplatePlain, TemplateDRBD, TemplateBlockdev, TemplateRBD, TemplateExt, TemplateGluster:
+	case TemplateRBD:
+		return NewRBD(), nil
+	case TemplateSharedFile:
+		b, err := NewSharedFile(sharedDir)
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
+	case TemplatePlain, TemplateDRBD, TemplateBlockdev, TemplateExt, TemplateGluster:
 		return nil, ecode.Errorf(ecode.Inval, "disk template '%s' is not supported on this node", t)
 	default:
 		return nil, ecode.Errorf(ecode.Inval, "unknown disk template '%s'", t)
@@ -96,12 +109,13 @@ func ForTemplate(t string, fileDir string) (Backend, error) {
 
 // OSBackendType is the DISK_<n>_BACKEND_TYPE value the OS scripts see for a
 // template: "block" for block-device templates, "file:loop" for file-based
-// ones (the only file driver Corral uses), "" for diskless.
+// ones (the only file driver Corral uses), "" for diskless. rbd disks are
+// reached in user space only, so their scripts get a temporary raw file.
 func OSBackendType(template string) string {
 	switch template {
-	case TemplateFile, TemplateSharedFile, TemplateGluster:
+	case TemplateFile, TemplateSharedFile, TemplateGluster, TemplateRBD:
 		return "file:loop"
-	case TemplatePlain, TemplateDRBD, TemplateBlockdev, TemplateRBD, TemplateExt:
+	case TemplatePlain, TemplateDRBD, TemplateBlockdev, TemplateExt:
 		return "block"
 	default:
 		return ""

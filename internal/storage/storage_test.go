@@ -368,10 +368,13 @@ func TestForTemplate(t *testing.T) {
 		{TemplateFile, "relative/dir", ""},
 		{TemplatePlain, "/x", ""},
 		{TemplateDRBD, "/x", ""},
-		{TemplateSharedFile, "/x", ""},
+		{TemplateRBD, "", TemplateRBD},
+		{TemplateSharedFile, "/x", TemplateSharedFile},
+		{TemplateSharedFile, "", ""},
+		{TemplateSharedFile, "rel", ""},
 		{"bogus", "/x", ""},
 	} {
-		b, err := ForTemplate(tt.template, tt.dir)
+		b, err := ForTemplate(tt.template, tt.dir, tt.dir)
 		if tt.want == "" {
 			if ecode.ClassOf(err) != ecode.Inval || b != nil {
 				t.Errorf("ForTemplate(%q, %q) = %v, %v; want Inval", tt.template, tt.dir, b, err)
@@ -387,7 +390,7 @@ func TestForTemplate(t *testing.T) {
 func TestOSBackendType(t *testing.T) {
 	for tmpl, want := range map[string]string{
 		TemplateFile: "file:loop", TemplateSharedFile: "file:loop", TemplatePlain: "block",
-		TemplateDRBD: "block", TemplateDiskless: "", "bogus": "",
+		TemplateDRBD: "block", TemplateRBD: "file:loop", TemplateDiskless: "", "bogus": "",
 	} {
 		if got := OSBackendType(tmpl); got != want {
 			t.Errorf("OSBackendType(%q) = %q, want %q", tmpl, got, want)

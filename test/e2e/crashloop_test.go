@@ -493,7 +493,7 @@ var stepLogs = map[string][]struct {
 	step   int
 }{
 	"OP_INSTANCE_CREATE": {{"Placing instance", 0}, {"Creating disk", 1}, {"Running the OS create scripts", 2}, {"Starting instance", 3}},
-	"OP_INSTANCE_REMOVE": {{"Shutting down instance", 0}, {"Removing instance", 2}},
+	"OP_INSTANCE_REMOVE": {{"Shutting down instance", 0}, {"Removing instance", 3}},
 }
 
 // checkResume checks a job's per-op logs: an op resumes at its last

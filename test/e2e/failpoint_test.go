@@ -42,7 +42,8 @@ func fpCreate(inst, tmpl string) map[string]any {
 
 // The steps follow internal/cmdlib: create is reserve, create-disks,
 // install-os, start; shutdown is mark-down, stop; startup is mark-up,
-// start; remove is shutdown, remove-disks, remove-config.
+// start; remove is shutdown, remove-rescue-initrd (a node call only for a
+// rescued instance), remove-disks, remove-config.
 var (
 	// fpUp leaves the instance running: a file disk, so every create step
 	// calls the node.
@@ -59,7 +60,7 @@ var (
 				instOp("OP_INSTANCE_REMOVE", inst)}
 		},
 		steps: []fpStep{{0, 0, false}, {0, 1, false}, {0, 2, true}, {0, 3, true}, {1, 0, false}, {1, 1, true}, {2, 0, false},
-			{2, 1, true}, {3, 0, true}, {3, 1, false}, {3, 2, false}},
+			{2, 1, true}, {3, 0, true}, {3, 1, false}, {3, 2, false}, {3, 3, false}},
 	}
 )
 

@@ -60,9 +60,10 @@ func TestGanetiClientOpcodes(t *testing.T) {
 	remove["instance_uuid"] = c.instanceField(name, "uuid")
 	c.mustSucceed(remove)
 
-	_, err := c.luxi.SubmitJob(t.Context(), []any{map[string]any{"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": name}})
+	// Corral has no DRBD, so no disk replacement.
+	_, err := c.luxi.SubmitJob(t.Context(), []any{map[string]any{"OP_ID": "OP_INSTANCE_REPLACE_DISKS", "instance_name": name}})
 	e, ok := ecode.As(err)
-	if !ok || e.Kind != ecode.OpPrereqError || e.Class != ecode.Inval || !strings.Contains(e.Msg, "OP_INSTANCE_MIGRATE is not supported") {
-		t.Fatalf("submitting OP_INSTANCE_MIGRATE: %#v, want OpPrereqError wrong_input not supported", err)
+	if !ok || e.Kind != ecode.OpPrereqError || e.Class != ecode.Inval || !strings.Contains(e.Msg, "OP_INSTANCE_REPLACE_DISKS is not supported") {
+		t.Fatalf("submitting OP_INSTANCE_REPLACE_DISKS: %#v, want OpPrereqError wrong_input not supported", err)
 	}
 }

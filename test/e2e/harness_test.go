@@ -49,11 +49,21 @@ func run(m *testing.M) int {
 		return 1
 	}
 	binDir = dir
-	cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/corral", "./cmd/corrald", "./cmd/corral-node", "./cmd/corral-rapi")
-	cmd.Dir = repoDir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building binaries: %v\n%s", err, out)
-		return 1
+	// The CLI is built as the Makefile builds it, without cgo.
+	for _, b := range []struct {
+		env  []string
+		pkgs []string
+	}{
+		{[]string{"CGO_ENABLED=0"}, []string{"./cmd/corral"}},
+		{nil, []string{"./cmd/corrald", "./cmd/corral-node", "./cmd/corral-rapi"}},
+	} {
+		cmd := exec.Command("go", append([]string{"build", "-o", binDir + "/"}, b.pkgs...)...)
+		cmd.Dir = repoDir
+		cmd.Env = append(os.Environ(), b.env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %v: %v\n%s", b.pkgs, err, out)
+			return 1
+		}
 	}
 	return m.Run()
 }

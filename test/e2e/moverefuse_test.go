@@ -174,6 +174,10 @@ func TestMoveRefusals(t *testing.T) {
 	if log := b.logSince("corrald", 0); !strings.Contains(log, "removed an import that received nothing") {
 		t.Error("the watcher did not log the removal")
 	}
+	if out, err := b.corral("job", "list", "--no-headers", "--separator", " ", "-o", "id,summary"); err != nil ||
+		len(jobsNamed(t, out, "CLUSTER_ABORT_PENDING_IMPORTS")) == 0 {
+		t.Errorf("no job of the pending-import-sweep reconciler aborted the import: %v\n%s", err, out)
+	}
 	release(key)
 	nothingLeft("source never came")
 }

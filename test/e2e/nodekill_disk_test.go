@@ -62,6 +62,18 @@ func TestNodeKillAfterDiskCreate(t *testing.T) {
 	waitFor(t, 10*time.Second, "node info to report the disk removed", func() bool {
 		return strings.Contains(nodeInfo(), "- DisksLeft: False (AllRemoved) since ")
 	})
+	// The reconciler removed it through a job, marked as its own.
+	out, err := c.corral("job", "list", "--no-headers", "--separator", " ", "-o", "id,summary")
+	if err != nil {
+		t.Fatalf("job list: %v\n%s", err, out)
+	}
+	jobs := jobsNamed(t, out, "CLUSTER_REMOVE_LEFT_DISKS")
+	if len(jobs) == 0 {
+		t.Fatalf("no removal job in the queue:\n%s", out)
+	}
+	if info, err := c.corral("job", "info", jobs[len(jobs)-1]); err != nil || !strings.Contains(info, "reconciler:left-disk-removal") {
+		t.Errorf("job info %s: %v\n%s", jobs[len(jobs)-1], err, info)
+	}
 	// Removed once: the record is gone, so later rounds do not try again.
 	time.Sleep(3 * time.Second)
 	if n := strings.Count(c.logSince("corrald", corraldOff), "left by a failed change"); n != 1 {

@@ -24,9 +24,9 @@ import (
 // master candidates' sockets (--luxi-socket twice). It uses the first:
 // killing the second candidate's corrald does not disturb it. With the
 // second candidate back, the corrald of the first, the master, is killed
-// for good: the dev cluster's own corral-rapi, on that socket only, stays
-// down (502), while the second one moves to the other socket and answers
-// again once a new master is elected.
+// for good: the second corral-rapi moves to the other socket and answers
+// again once a new master is elected, and so does the dev cluster's own,
+// which was given every candidate's socket, without a restart.
 func TestRAPIFollowsCandidateSockets(t *testing.T) {
 	requireEtcd(t)
 	c := newClusterWith(t, devcluster.Options{Nodes: 0, Hypervisors: []string{"fake"}, WatcherEvery: time.Hour,
@@ -39,6 +39,18 @@ func TestRAPIFollowsCandidateSockets(t *testing.T) {
 	env, err := devcluster.ReadRAPIEnv(c.st.StateDir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	devRAPI := c.proc(devcluster.RAPIName)
+	var devSockets []string
+	for i, a := range devRAPI.Args {
+		if a == "--luxi-socket" && i+1 < len(devRAPI.Args) {
+			devSockets = append(devSockets, devRAPI.Args[i+1])
+		}
+	}
+	for i, cand := range cands {
+		if i >= len(devSockets) || devSockets[i] != cand.Socket {
+			t.Fatalf("the dev cluster's corral-rapi has LUXI sockets %q, want every candidate's in order: %+v", devSockets, cands)
+		}
 	}
 	u, err := url.Parse(env.URL)
 	if err != nil {
@@ -123,14 +135,30 @@ func TestRAPIFollowsCandidateSockets(t *testing.T) {
 	waitFor(t, 30*time.Second, "the second corral-rapi to answer after the takeover", func() bool {
 		return info(second) == http.StatusOK
 	})
-	// The first candidate is still gone: a RAPI on its socket alone cannot
-	// answer, so the answers above came through the second socket.
-	if code := info(env); code != http.StatusBadGateway {
-		t.Errorf("the dev cluster's corral-rapi, on the killed corrald's socket only: %d, want 502", code)
+	// The first candidate is still gone, so the answers above came through
+	// the second socket.
+	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if cl, err := luxi.Dial(dctx, cands[0].Socket); err == nil {
+		cl.Close()
+		t.Fatalf("the killed %s's socket still accepts connections", cands[0].Proc)
 	}
 	for range 20 {
 		if code := info(second); code != http.StatusOK {
 			t.Fatalf("second corral-rapi after recovering: %d", code)
 		}
+	}
+	// The dev cluster's corral-rapi, the same process as before the kill,
+	// has moved on from the dead first socket too.
+	waitFor(t, 30*time.Second, "the dev cluster's corral-rapi to answer after the takeover", func() bool {
+		return info(env) == http.StatusOK
+	})
+	for range 20 {
+		if code := info(env); code != http.StatusOK {
+			t.Fatalf("the dev cluster's corral-rapi after recovering: %d", code)
+		}
+	}
+	if pid := c.proc(devcluster.RAPIName).PID; pid != devRAPI.PID || gone(pid) {
+		t.Fatalf("the dev cluster's corral-rapi was restarted or is gone: pid %d, was %d", pid, devRAPI.PID)
 	}
 }

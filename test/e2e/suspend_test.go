@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,47 @@ func eventDelay(secs float64, event string) map[string]any {
 // queueStats is the part of corrald's QueryStats answer this test reads.
 type queueStats struct {
 	Executing, Suspended int
+}
+
+// TestCrashStepWaitsForJobEnd suspends an op on the end of another job
+// (its job-ended event, job/<id>/ended), kills corrald while that job
+// runs, and checks that the job's end, after the restart, wakes the op; an
+// op that suspends on the end of the job once it has ended is woken at
+// once instead of waiting for its deadline.
+func TestCrashStepWaitsForJobEnd(t *testing.T) {
+	c := newCluster(t, clusterOpts{nodes: 1, hypervisors: []string{"fake"}, watcher: time.Hour})
+	child := c.submitOne(map[string]any{"OP_ID": "OP_TEST_DELAY", "duration": 8})
+	ended := fmt.Sprintf("job/%d/ended", child)
+	parent := c.submitOne(eventDelay(600, ended))
+	waitFor(t, 30*time.Second, "the op to suspend on "+ended, func() bool {
+		var st queueStats
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return c.luxi.Call(ctx, "QueryStats", nil, &st) == nil && st.Suspended == 1
+	})
+	c.killCorrald()
+	c.restartCorrald()
+	if status, res := c.waitJob(child, time.Minute); status != "success" {
+		t.Fatalf("job %d ended %s: %s", child, status, toJSON(res))
+	}
+	if status, res := c.waitJob(parent, time.Minute); status != "success" {
+		t.Fatalf("job %d ended %s: %s", parent, status, toJSON(res))
+	}
+	late := c.submitOne(eventDelay(600, ended))
+	if status, res := c.waitJob(late, time.Minute); status != "success" {
+		t.Fatalf("job %d ended %s: %s", late, status, toJSON(res))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rows, err := queryJobs(ctx, c.luxi, []int64{parent, late}, []string{"oplog"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []int64{parent, late} {
+		if logs := toJSON(rows[i][0]); !strings.Contains(logs, "Test delay woken by event "+ended) {
+			t.Errorf("job %d's log lacks its wake-up by %s: %s", id, ended, logs)
+		}
+	}
 }
 
 // TestCrashSuspendedStepWaitsForEvent suspends two ops, one until an event

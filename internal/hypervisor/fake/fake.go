@@ -44,6 +44,7 @@ type Hypervisor struct {
 	dir      string
 	capacity hypervisor.NodeResources
 	mu       sync.Mutex // serialises operations inside this process; flock does it across
+	mig      migrations // live migrations (migrate.go)
 }
 
 var _ hypervisor.Hypervisor = (*Hypervisor)(nil)
@@ -92,7 +93,11 @@ func (h *Hypervisor) Start(ctx context.Context, spec hypervisor.InstanceSpec) er
 		if free := h.freeMiB(st); spec.MemoryMiB > free {
 			return false, ecode.Errorf(ecode.NoRes, "not enough memory to start %s: need %d MiB, %d MiB free", spec.Name, spec.MemoryMiB, free)
 		}
-		st.Instances[spec.Name] = &record{Spec: spec, State: hypervisor.StateRunning, StartedAt: time.Now().UTC()}
+		state := hypervisor.StateRunning
+		if spec.Incoming {
+			state = hypervisor.StatePaused // waits for its migration
+		}
+		st.Instances[spec.Name] = &record{Spec: spec, State: state, StartedAt: time.Now().UTC()}
 		banner := fmt.Sprintf("fake console for %s\n", spec.Name)
 		if err := os.WriteFile(h.ConsoleLog(spec.Name), []byte(banner), 0o640); err != nil {
 			return false, fmt.Errorf("fake hypervisor: console log: %w", err)
@@ -107,6 +112,7 @@ func (h *Hypervisor) Stop(ctx context.Context, name string, timeout time.Duratio
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	h.forgetMigration(name)
 	return h.update(func(st *stateDoc) (bool, error) {
 		if _, ok := st.Instances[name]; !ok {
 			return false, nil

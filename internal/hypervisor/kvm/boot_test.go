@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral/corral/internal/bmc/bmctest"
 	"github.com/corral/corral/internal/hypervisor"
 )
 
@@ -90,23 +91,6 @@ func randomUUID(t *testing.T) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
-// waitForFile polls path until it contains want or d passes; the guest's
-// serial log is a file, so there is nothing to block on.
-func waitForFile(t *testing.T, path, want string, d time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		data, _ := os.ReadFile(path)
-		if bytes.Contains(data, []byte(want)) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%q did not appear in %s within %s; log:\n%s", want, path, d, data)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // TestBootTinyGuest boots one real guest: the OS definition os/tiny installed
 // on a disk, started by the driver as the unprivileged qemu user, found again
 // by a second driver (a node daemon restart), used through its serial console
@@ -177,7 +161,7 @@ func TestBootTinyGuest(t *testing.T) {
 	}
 	started := time.Now()
 	logPath := h.ConsoleLog(name)
-	waitForFile(t, logPath, "CORRAL-GUEST-BOOTED name="+name+" marker="+marker, 60*time.Second)
+	bmctest.WaitFile(t, logPath, "CORRAL-GUEST-BOOTED name="+name+" marker="+marker, 60*time.Second)
 	t.Logf("guest booted %s after Start returned", time.Since(started).Round(time.Millisecond))
 
 	info, err := h.Info(ctx, name)

@@ -13,8 +13,18 @@ import (
 )
 
 // cgroupParent is the directory under each hierarchy holding one cgroup per
-// instance.
+// instance, unless Options.CgroupParent names another.
 const cgroupParent = "corral"
+
+// cgroupParentOf is the node's parent cgroup: one per node daemon, so two
+// daemons on one host (a test cluster) never share an instance's cgroup
+// while it migrates between them.
+func (h *Hypervisor) cgroupParentOf() string {
+	if h.opts.CgroupParent != "" {
+		return h.opts.CgroupParent
+	}
+	return cgroupParent
+}
 
 // cgroupLayout is where the cgroup controllers the driver uses are mounted.
 type cgroupLayout struct {
@@ -113,7 +123,7 @@ func (h *Hypervisor) placeInCgroups(uuid string, pid int, memMiB int64, vcpus in
 	mem := strconv.FormatInt(cgroupMemoryBytes(memMiB), 10)
 	procs := strconv.Itoa(pid)
 	if l.V2 != "" {
-		parent := filepath.Join(l.V2, cgroupParent)
+		parent := filepath.Join(l.V2, h.cgroupParentOf())
 		dir := filepath.Join(parent, name)
 		err := errors.Join(
 			mkdirCgroup(parent),
@@ -142,7 +152,7 @@ func (h *Hypervisor) placeInCgroups(uuid string, pid int, memMiB int64, vcpus in
 		{"memory", "memory.limit_in_bytes", mem},
 		{"cpu", "cpu.cfs_quota_us", quota},
 	} {
-		dir := filepath.Join(l.V1[c.ctrl], cgroupParent, name)
+		dir := filepath.Join(l.V1[c.ctrl], h.cgroupParentOf(), name)
 		err := errors.Join(mkdirCgroup(filepath.Dir(dir)), mkdirCgroup(dir))
 		if err == nil && c.ctrl == "cpu" {
 			err = writeCgroup(dir, "cpu.cfs_period_us", strconv.Itoa(cpuPeriodUS))

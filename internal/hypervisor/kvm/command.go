@@ -31,6 +31,9 @@ type Runtime struct {
 	// network file systems): cache=none would fail there, so they get
 	// writeback.
 	NoDirectIO map[int]bool
+	// CephFiles is the directory with the confined qemu's copies of each
+	// rbd disk's ceph.conf and keyring (cephFile names them).
+	CephFiles string
 }
 
 // Front-end model names for Ganeti's nic_type values.
@@ -152,19 +155,16 @@ func BuildCommand(spec hypervisor.InstanceSpec, rt Runtime) ([]string, error) {
 		argv = append(argv, "-drive", "file="+optEscape(c)+",format=raw,media=cdrom,if=ide,readonly=on")
 	}
 
-	model := nicModels[hv[hypervisor.ParamNICType]]
 	for _, n := range spec.NICs {
 		if n.Tap == "" {
 			return nil, ecode.Errorf(ecode.Inval, "instance %s: nic %d has no tap device", spec.Name, n.Index)
 		}
-		id := "n" + strconv.Itoa(n.Index)
-		argv = append(argv, "-netdev", "tap,id="+id+",ifname="+optEscape(n.Tap)+",script=no,downscript=no")
-		dev := model + ",netdev=" + id
-		if n.MAC != "" {
-			dev += ",mac=" + n.MAC
-		}
-		argv = append(argv, "-device", dev)
+		argv = append(argv, "-netdev", "tap,id="+netdevID(n.Index)+",ifname="+optEscape(n.Tap)+",script=no,downscript=no")
+		argv = append(argv, "-device", nicDevice(hv, n))
 	}
+	// The balloon changes the guest's memory at run time (runtime_mem); it
+	// sits in a fixed slot so a migration finds it where it was.
+	argv = append(argv, "-device", balloonDriver+",id="+balloonID+",addr="+pciAddr(balloonSlot))
 
 	vnc, err := vncArg(hv[hypervisor.ParamVNCBindAddress], spec, rt)
 	if err != nil {
@@ -208,14 +208,32 @@ func BuildCommand(spec hypervisor.InstanceSpec, rt Runtime) ([]string, error) {
 	if rt.Sandbox {
 		argv = append(argv, "-sandbox", sandboxOption)
 	}
+	if spec.Incoming {
+		// The address comes later over QMP (migrate-incoming), with the
+		// TLS credentials.
+		argv = append(argv, "-incoming", "defer")
+	}
 	return argv, nil
 }
 
 func diskArgs(disks []hypervisor.DiskSpec, hv map[string]string, rt Runtime) []string {
 	iface := diskInterfaces[hv[hypervisor.ParamDiskType]]
+	paravirtual := hotpluggable(hv[hypervisor.ParamDiskType])
+	if paravirtual {
+		// A separate front end with a fixed id and PCI slot: the same
+		// device a hot-add creates, so a migration's destination has the
+		// same devices as a source that had disks hot-added.
+		iface = "none,id=" + driveID(0)
+	}
 	var argv []string
 	for _, d := range disks {
+		if paravirtual {
+			iface = "none,id=" + driveID(d.Index)
+		}
 		opt := "file=" + optEscape(d.Path) + ",format=raw,if=" + iface
+		if d.RBD != nil {
+			opt = "file=" + optEscape(rbdFileName(d, rt.CephFiles)) + ",format=raw,if=" + iface
+		}
 		cache, aio := hv[hypervisor.ParamDiskCache], hv[hypervisor.ParamDiskAIO]
 		if cache == hypervisor.CacheNone && rt.NoDirectIO[d.Index] {
 			cache = hypervisor.CacheWriteback
@@ -233,6 +251,13 @@ func diskArgs(disks []hypervisor.DiskSpec, hv map[string]string, rt Runtime) []s
 			opt += ",readonly=on"
 		}
 		argv = append(argv, "-drive", opt)
+		if paravirtual {
+			dev := diskDriver + ",drive=" + driveID(d.Index) + ",id=" + diskDeviceID(d.Index) + ",addr=" + pciAddr(diskSlot(d.Index))
+			if d.Index == 0 && hv[hypervisor.ParamKernelPath] == "" && hv[hypervisor.ParamBootOrder] == hypervisor.BootDisk {
+				dev += ",bootindex=1" // -boot order=c does not reach -device disks
+			}
+			argv = append(argv, "-device", dev)
+		}
 	}
 	return argv
 }

@@ -49,9 +49,11 @@ func TestBuildCommandDefaults(t *testing.T) {
 		"-chardev", "socket,id=ser0,path=/run/c/6f1c2a3b/serial.sock,server=on,wait=off,logfile=/run/c/6f1c2a3b/serial.log",
 		"-serial", "chardev:ser0",
 		"-boot", "order=c",
-		"-drive", "file=/srv/disks/web1.disk0,format=raw,if=virtio,cache=none",
+		"-drive", "file=/srv/disks/web1.disk0,format=raw,if=none,id=drive0,cache=none",
+		"-device", "virtio-blk-pci,drive=drive0,id=disk0,addr=0x4,bootindex=1",
 		"-netdev", "tap,id=n0,ifname=crl6f1c2a3bn0,script=no,downscript=no",
-		"-device", "virtio-net-pci,netdev=n0,mac=aa:00:00:12:34:56",
+		"-device", "virtio-net-pci,netdev=n0,mac=aa:00:00:12:34:56,id=nic0,addr=0x14",
+		"-device", "virtio-balloon-pci,id=balloon0,addr=0x3",
 		"-runas", "corral-qemu",
 	}
 	if !slices.Equal(argv, want) {
@@ -131,7 +133,7 @@ func TestBuildCommandParams(t *testing.T) {
 			mutate: func(s *hypervisor.InstanceSpec, rt *Runtime) {
 				rt.NoDirectIO = map[int]bool{0: true}
 			},
-			want: [][]string{{"-drive", "file=/srv/disks/web1.disk0,format=raw,if=virtio,cache=writeback"}},
+			want: [][]string{{"-drive", "file=/srv/disks/web1.disk0,format=raw,if=none,id=drive0,cache=writeback"}},
 		},
 		{
 			name: "native aio, default cache, read-only second disk with comma",
@@ -140,14 +142,14 @@ func TestBuildCommandParams(t *testing.T) {
 				s.Disks = append(s.Disks, hypervisor.DiskSpec{Index: 1, Path: "/srv/a,b.img", ReadOnly: true})
 			},
 			want: [][]string{
-				{"-drive", "file=/srv/disks/web1.disk0,format=raw,if=virtio,cache=none,aio=native"},
-				{"-drive", "file=/srv/a,,b.img,format=raw,if=virtio,cache=none,aio=native,readonly=on"},
+				{"-drive", "file=/srv/disks/web1.disk0,format=raw,if=none,id=drive0,cache=none,aio=native"},
+				{"-drive", "file=/srv/a,,b.img,format=raw,if=none,id=drive1,cache=none,aio=native,readonly=on"},
 			},
 		},
 		{
 			name:    "cache default omits cache",
 			hv:      map[string]string{"disk_cache": "default"},
-			want:    [][]string{{"-drive", "file=/srv/disks/web1.disk0,format=raw,if=virtio"}},
+			want:    [][]string{{"-drive", "file=/srv/disks/web1.disk0,format=raw,if=none,id=drive0"}},
 			notWant: []string{"cache=none"},
 		},
 		{
@@ -155,7 +157,7 @@ func TestBuildCommandParams(t *testing.T) {
 			mutate: func(s *hypervisor.InstanceSpec, rt *Runtime) {
 				s.NICs = nil
 			},
-			notWant: []string{"-netdev", "-device", "-nic"},
+			notWant: []string{"-netdev", "-nic", "virtio-net-pci"},
 		},
 		{
 			name: "vnc unix socket",

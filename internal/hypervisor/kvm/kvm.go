@@ -56,6 +56,10 @@ type Options struct {
 	// CgroupMountinfo is where the cgroup mounts are read from; default
 	// /proc/self/mountinfo. "none" turns per-instance cgroups off.
 	CgroupMountinfo string
+	// CgroupParent is the cgroup (under each hierarchy's root) holding the
+	// instances' cgroups; default "corral". The node daemon names one per
+	// node, "corral-NODE".
+	CgroupParent string
 }
 
 // Hypervisor is the kvm driver.
@@ -234,8 +238,12 @@ func (h *Hypervisor) Start(ctx context.Context, spec hypervisor.InstanceSpec) er
 		Sandbox:      features.sandbox,
 		NoDirectIO:   map[int]bool{},
 	}
+	rt.CephFiles = rec.Dir
 	if hv[hypervisor.ParamDiskCache] == hypervisor.CacheNone {
 		for _, d := range spec.Disks {
+			if d.RBD != nil {
+				continue // librbd, no file: cache=none only turns the rbd cache off
+			}
 			direct, err := supportsDirectIO(d.Path)
 			if err != nil {
 				return startErr(ecode.Errorf(ecode.Environ, "instance %s: disk %d: %v", spec.Name, d.Index, err))
@@ -252,6 +260,10 @@ func (h *Hypervisor) Start(ctx context.Context, spec hypervisor.InstanceSpec) er
 	}
 
 	if err := h.prepareDir(rec, uid, gid, useChroot); err != nil {
+		return startErr(err)
+	}
+	if err := writeCephFiles(spec.Disks, rec.Dir, uid, gid); err != nil {
+		_ = h.cleanup(rec)
 		return startErr(err)
 	}
 	// The record goes first: if the daemon dies while qemu starts, the next
@@ -439,6 +451,14 @@ func (h *Hypervisor) Stop(ctx context.Context, name string, timeout time.Duratio
 			}
 		}
 	}
+	if pid != 0 && force {
+		// A forced stop still lets qemu close its disks: "quit" ends it at
+		// once without the guest, and librbd leaves no watch behind that
+		// would keep the image busy for half a minute.
+		if quitQemu(ctx, rec, pid) {
+			pid = 0
+		}
+	}
 	if pid != 0 {
 		if processIsInstance(pid, rec.Spec.UUID) {
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
@@ -458,6 +478,19 @@ func (h *Hypervisor) Stop(ctx context.Context, name string, timeout time.Duratio
 	}
 	h.log.Info("instance stopped", "instance", name)
 	return nil
+}
+
+// quitQemu asks qemu to quit over QMP and reports whether it has gone
+// within a few seconds.
+func quitQemu(ctx context.Context, rec *record, pid int) bool {
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	wait := 3 * time.Second
+	if _, err := qmpDo(qctx, rec.path(fileQMP), "quit", nil); err != nil {
+		wait = 500 * time.Millisecond // it may have gone before answering
+	}
+	gone, err := waitGone(ctx, pid, rec.Spec.UUID, wait)
+	return err == nil && gone
 }
 
 // waitGone waits until pid is no longer the instance's qemu; false when it

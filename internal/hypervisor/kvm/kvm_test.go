@@ -282,7 +282,7 @@ func TestDirectIOFallback(t *testing.T) {
 		t.Fatal("not running")
 	}
 	cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(info.PID) + "/cmdline")
-	if !strings.Contains(string(cmdline), "file="+disk+",format=raw,if=virtio,cache=writeback") {
+	if !strings.Contains(string(cmdline), "file="+disk+",format=raw,if=none,id=drive0,cache=writeback") {
 		t.Fatalf("qemu command line lacks the writeback fallback: %q", cmdline)
 	}
 }

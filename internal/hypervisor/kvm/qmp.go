@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -67,6 +68,9 @@ type qmpClient struct {
 	conn   net.Conn
 	r      *bufio.Reader
 	nextID int
+	// pendingFD is the SCM_RIGHTS message sent with the next command.
+	pendingFD []byte
+	unix      *net.UnixConn
 }
 
 // dialQMP connects to the monitor socket, reads the greeting and leaves
@@ -117,6 +121,21 @@ func (c *qmpClient) bind(ctx context.Context) func() {
 	return func() { stop() }
 }
 
+// ExecuteWithFD runs one command with a file descriptor passed alongside
+// (SCM_RIGHTS), as add-fd and getfd take one.
+func (c *qmpClient) ExecuteWithFD(ctx context.Context, cmd string, args any, fd int) (json.RawMessage, error) {
+	stop := c.bind(ctx)
+	defer stop()
+	uc, ok := c.conn.(*net.UnixConn)
+	if !ok {
+		return nil, fmt.Errorf("qmp %s: passing a descriptor needs a unix socket", cmd)
+	}
+	c.pendingFD = syscall.UnixRights(fd)
+	c.unix = uc
+	defer func() { c.pendingFD, c.unix = nil, nil }()
+	return c.call(cmd, args)
+}
+
 func (c *qmpClient) call(cmd string, args any) (json.RawMessage, error) {
 	c.nextID++
 	id := c.nextID
@@ -128,7 +147,12 @@ func (c *qmpClient) call(cmd string, args any) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("qmp %s: %w", cmd, err)
 	}
-	if _, err := c.conn.Write(append(data, '\n')); err != nil {
+	if c.pendingFD != nil {
+		_, _, err = c.unix.WriteMsgUnix(append(data, '\n'), c.pendingFD, nil)
+	} else {
+		_, err = c.conn.Write(append(data, '\n'))
+	}
+	if err != nil {
 		return nil, fmt.Errorf("qmp %s: %w", cmd, err)
 	}
 	want := strconv.Itoa(id)

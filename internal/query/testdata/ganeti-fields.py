@@ -25,6 +25,15 @@ LUXID_DIFFERENCES = {
     ("lock", "name"): ("Name", "other"),  # src/Ganeti/Query/Locks.hs
 }
 
+# Resources only luxid has (no Python field list): name, title and kind as
+# src/Ganeti/Query/*.hs declares them.
+LUXID_ONLY = {
+    # src/Ganeti/Query/FilterRules.hs
+    "filter": [["action", "Action", "other"], ["predicates", "Predicates", "other"],
+               ["priority", "Priority", "other"], ["reason_trail", "ReasonTrail", "other"],
+               ["uuid", "UUID", "other"], ["watermark", "Watermark", "other"]],
+}
+
 out = {"_source": "ganeti 3.0.2 lib/query.py ALL_FIELDS, see ganeti-fields.py"}
 for res in RESOURCES:
     fields = query.ALL_FIELDS[res]
@@ -32,6 +41,8 @@ for res in RESOURCES:
     for (fd, _, _, _) in fields.values():
         title, kind = LUXID_DIFFERENCES.get((res, fd.name), (fd.title, fd.kind))
         rows.append([fd.name, title, kind])
+    out[res] = sorted(rows)
+for res, rows in LUXID_ONLY.items():
     out[res] = sorted(rows)
 # One field per line keeps diffs readable.
 lines = ['{', ' "_source": %s,' % json.dumps(out.pop("_source"))]

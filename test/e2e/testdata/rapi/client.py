@@ -77,6 +77,33 @@ def disks_step(c, inst):
     return out
 
 
+def devices_step(c, inst):
+    """Adds, changes and removes a disk and a NIC of a stopped instance
+    with ModifyInstance, then asks for hotplug on the running one."""
+    out = {}
+    out["add"] = wait(c, c.ModifyInstance(
+        inst, disks=[["add", -1, {"size": 32, "name": "data"}]],
+        nics=[["add", -1, {}]]))
+    i = c.GetInstance(inst)
+    out["after_add"] = {"sizes": i["disk.sizes"], "names": i["disk.names"],
+                        "macs": i["nic.macs"]}
+    job = c.ModifyInstance(inst, disks=[["modify", "data", {"mode": "ro"}]])
+    out["modify"] = wait(c, job)
+    out["modify_result"] = c.GetJobStatus(job)["opresult"]
+    out["remove"] = wait(c, c.ModifyInstance(
+        inst, disks=[["remove", 1, {}]], nics=[["remove", -1, {}]]))
+    i = c.GetInstance(inst)
+    out["after_remove"] = {"sizes": i["disk.sizes"], "macs": i["nic.macs"]}
+    out["startup"] = wait(c, c.StartupInstance(inst))
+    job = c.ModifyInstance(inst, hotplug=True, nics=[["add", -1, {}]])
+    out["hotplug"] = wait(c, job)
+    out["hotplug_error"] = c.GetJobStatus(job)["opresult"]
+    out["hotplug_if_possible"] = wait(c, c.ModifyInstance(
+        inst, hotplug_if_possible=True, nics=[["add", -1, {}]]))
+    out["nic_count"] = len(c.GetInstance(inst)["nic.macs"])
+    return out
+
+
 def groups(c, args):
     """Node group steps: groups ACTION ARG...; each prints what it saw."""
     action, args = args[0], args[1:]
@@ -202,8 +229,15 @@ def main():
         out = tags_step(c, *args)
     elif step == "disks":
         out = disks_step(c, *args)
+    elif step == "devices":
+        out = devices_step(c, *args)
     elif step == "groups":
         out = groups(c, args)
+    elif step == "powercycle":
+        out = {"node": wait(c, c.PowercycleNode(args[0])),
+               "master": wait(c, c.PowercycleNode(args[1]))}
+    elif step == "redist":
+        out = {"redist": wait(c, c.RedistributeConfig(reason="damaged ssconf"))}
     else:
         sys.exit("unknown step " + step)
     json.dump(out, sys.stdout)
