@@ -106,26 +106,87 @@ printf '#!/bin/sh\nset -e\nexec dd if="$EXPORT_DEVICE" bs=1M status=none\n' > "$
 printf '#!/bin/sh\nset -e\nexec dd of="$IMPORT_DEVICE" bs=1M conv=notrunc status=none\n' > "$os_dir/import"
 chmod 755 "$os_dir"/create "$os_dir"/rename "$os_dir"/verify "$os_dir"/export "$os_dir"/import
 
+# luxid answers queries: gnt-cluster getmaster reads ssconf and proves
+# nothing about the master daemon, gnt-cluster info asks it.
+luxid_answers() { timeout 20 gnt-cluster info >/dev/null 2>&1; }
+wait_luxid() {
+  local deadline=$((SECONDS + $1))
+  while ((SECONDS < deadline)); do luxid_answers && return 0; sleep 1; done
+  return 1
+}
+daemon_logs() {
+  local f
+  for f in /var/log/ganeti/luxi-daemon.log /var/log/ganeti/wconf-daemon.log /var/log/ganeti/node-daemon.log; do
+    [[ -f $f ]] && { echo "--- last lines of $f"; tail -n 15 "$f"; }
+  done
+}
+
+# A cluster left by an earlier run that cannot come back (made on a host
+# of another name, or whose master daemon does not answer) is set aside,
+# not destroyed: its state moves to a dated directory and a new cluster
+# is initialised.
+# A daemon killed without its shutdown leaves its pid file; start-stop-daemon
+# then refuses to start it again ("matching only on non-root pidfile ... is
+# insecure"), as Ganeti's daemons run under their own users. A pid file
+# whose process is gone, or is no Ganeti daemon, is removed.
+clear_stale_pidfiles() {
+  local f pid
+  for f in /var/run/ganeti/*.pid; do
+    [[ -f $f ]] || continue
+    pid=$(cat "$f" 2>/dev/null || true)
+    if [[ ! $pid =~ ^[0-9]+$ ]] || ! tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline" | grep -q ganeti; then
+      say "removing the stale pid file $f"
+      rm -f "$f"
+    fi
+  done
+}
+
+set_aside() {
+  local dir=/var/lib/ganeti-set-aside.$(date +%Y%m%d%H%M%S)
+  say "setting the existing cluster aside ($1); its state moves to $dir"
+  /usr/lib/ganeti/daemon-util stop-all >/dev/null 2>&1 || true
+  clear_stale_pidfiles
+  ip addr del "$cluster_ip/32" dev "$bridge" 2>/dev/null || true
+  # gnt-cluster init wants a data directory without files.
+  mv /var/lib/ganeti "$dir"
+  install -d -m 0755 /var/lib/ganeti
+}
+
+if [[ -f /var/lib/ganeti/config.data ]]; then
+  master=$(cat /var/lib/ganeti/ssconf_master_node 2>/dev/null || true)
+  if [[ $master != "$node_name" ]]; then
+    set_aside "its master is '$master', this host is $node_name"
+  else
+    say "cluster exists; starting its daemons"
+    # check-and-start starts only what is not running (start-all refuses
+    # daemons that run already). kvmd exits at once without KVM: expected.
+    clear_stale_pidfiles
+    for d in $(/usr/lib/ganeti/daemon-util list-start-daemons); do
+      /usr/lib/ganeti/daemon-util check-and-start "$d" || true
+    done
+    if wait_luxid 90; then
+      addrs=$(ip -4 addr show dev "$bridge")
+      [[ $addrs == *" $cluster_ip/"* ]] || gnt-cluster activate-master-ip || true
+    else
+      daemon_logs
+      set_aside "its master daemon did not answer within 90 s"
+    fi
+  fi
+fi
 if [[ ! -f /var/lib/ganeti/config.data ]]; then
   say "initialising $cluster_name on $node_name"
   gnt-cluster init --enabled-hypervisors=fake --enabled-disk-templates=file,diskless \
     --file-storage-dir="$file_dir" --master-netdev="$bridge" --master-netmask=32 \
     --no-etc-hosts -N mode=bridged,link="$bridge" "$cluster_name"
-else
-  say "cluster exists; starting its daemons"
-  # check-and-start starts only what is not running (start-all refuses
-  # daemons that run already). kvmd exits at once without KVM: expected.
-  for d in $(/usr/lib/ganeti/daemon-util list-start-daemons); do
-    /usr/lib/ganeti/daemon-util check-and-start "$d" || true
-  done
-  for _ in $(seq 60); do gnt-cluster getmaster >/dev/null 2>&1 && break; sleep 1; done
-  addrs=$(ip -4 addr show dev "$bridge")
-  [[ $addrs == *" $cluster_ip/"* ]] || gnt-cluster activate-master-ip || true
 fi
 
 # The default instance policy wants disks of 1 GiB and more and a NIC;
 # the tests move small disks without NICs.
-for _ in $(seq 60); do gnt-cluster getmaster >/dev/null 2>&1 && break; sleep 1; done
+if ! wait_luxid 90; then
+  daemon_logs
+  echo "start-ganeti: Ganeti's master daemon did not answer within 90 s" >&2
+  exit 1
+fi
 gnt-cluster modify --ipolicy-bounds-specs \
   min:cpu-count=1,disk-count=1,disk-size=1,memory-size=32,nic-count=0,spindle-use=1/max:cpu-count=8,disk-count=16,disk-size=1048576,memory-size=32768,nic-count=8,spindle-use=12 \
   >/dev/null
