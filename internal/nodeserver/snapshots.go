@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/corral/corral/internal/atomicfile"
@@ -189,6 +191,9 @@ func (s *Server) snapshotDisk(ctx context.Context, snap hypervisor.DiskSnapshott
 	if err != nil {
 		return nodeapi.DiskSnapshotInfo{}, ecode.ExecErrorf("disk %d of %s: %w", i, in.Name, err)
 	}
+	if err := checkCopySpace(src, st); err != nil {
+		return nodeapi.DiskSnapshotInfo{}, ecode.Errorf(ecode.NoRes, "no room for a copy of disk %d of %s: %w", i, in.Name, err)
+	}
 	var rnd [8]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return nodeapi.DiskSnapshotInfo{}, ecode.ExecErrorf("snapshot name: %w", err)
@@ -224,6 +229,23 @@ func (s *Server) snapshotDisk(ctx context.Context, snap hypervisor.DiskSnapshott
 	took := time.Since(began)
 	s.log.Info("disk snapshot made", "instance", in.Name, "disk", i, "name", name, "took", took.Round(time.Millisecond))
 	return nodeapi.DiskSnapshotInfo{Disk: i, Name: name, SizeMiB: (st.Size() + mib - 1) / mib, Seconds: took.Seconds()}, nil
+}
+
+// checkCopySpace refuses a copy that would not fit next to the disk: the
+// copy takes at least the space the disk's data takes.
+func checkCopySpace(src string, st os.FileInfo) error {
+	used := st.Size()
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		used = min(used, sys.Blocks*512)
+	}
+	var vfs syscall.Statfs_t
+	if err := syscall.Statfs(filepath.Dir(src), &vfs); err != nil {
+		return err
+	}
+	if free := int64(vfs.Bavail) * vfs.Bsize; free < used {
+		return fmt.Errorf("it needs %d MiB, %d MiB are free in %s", used/mib, free/mib, filepath.Dir(src))
+	}
+	return nil
 }
 
 func (s *Server) diskSnapshotRemove(ctx context.Context, a nodeapi.DiskSnapshotRemoveArgs) (any, error) {
