@@ -41,8 +41,11 @@ func (a *app) backupExportCmd() *cobra.Command {
 copied into the node's export directory together with a config.ini describing
 the instance. The instance is shut down for the copy (after at most
 --shutdown-timeout seconds it is stopped hard) and started again afterwards if
-it was running; --noshutdown copies the disks of a running instance, which
-gives an image only as consistent as a power cut would leave it.
+it was running. --noshutdown keeps a running instance running: its node makes a
+point-in-time copy of each disk while the guest runs (kvm: a qemu backup job),
+exports the copies and removes them afterwards. The image is as consistent as
+a power cut at that moment would leave it: only what the guest had written
+out is in it. --noshutdown is refused for rbd disks and with --remove-instance.
 
 --remove-instance removes the instance once the export has succeeded, which
 turns the export into a move; --ignore-remove-failures lets that removal

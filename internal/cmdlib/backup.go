@@ -272,6 +272,11 @@ type backupExportLU struct {
 	// WasUp: the instance ran when the export began; it is started again
 	// afterwards unless it is removed.
 	WasUp bool `json:"was_up"`
+	// Live: the instance keeps running (shutdown=false); the export reads
+	// point-in-time copies of its disks, Snapshots (by disk index), which
+	// are removed when the export ends, whatever the outcome.
+	Live      bool     `json:"live,omitempty"`
+	Snapshots []string `json:"snapshots,omitempty"`
 	// Remote: where each disk goes, the local transfer key and the
 	// destination's certificate.
 	Dest    []remoteDisk `json:"dest,omitempty"`
@@ -321,12 +326,16 @@ func (lu *backupExportLU) Prereq(ctx context.Context, p *Processor, op *opcodes.
 	if err != nil {
 		return err
 	}
-	if run && !op.Bool("shutdown") {
-		// File disks have no snapshots: a running instance's image would
-		// be copied while it changes.
+	if !op.Bool("shutdown") && op.Bool("remove_instance") && inst.AdminState == config.AdminUp {
+		return ecode.Errorf(ecode.State, "Instance '%s' cannot be removed without shutting it down first", inst.Name)
+	}
+	lu.Live = run && !op.Bool("shutdown")
+	if lu.Live && inst.DiskTemplate == config.DTRBD {
+		// Transfers of rbd disks are refused anyway; an rbd snapshot
+		// would be the copy to read.
 		return ecode.Errorf(ecode.State, "Instance '%s' is running and its %s disks have no snapshots: export it with shutdown", inst.Name, inst.DiskTemplate)
 	}
-	lu.WasUp = run
+	lu.WasUp = run && !lu.Live
 	switch lu.Mode {
 	case "local":
 		tn, _ := op.Params["target_node"].(string)
@@ -391,10 +400,15 @@ func describeLen(v any) string {
 
 func (lu *backupExportLU) Steps() []Step {
 	return []Step{
-		{"shutdown", func(ctx context.Context, s *StepCtx) error {
+		// A running instance is either shut down or, for a live export,
+		// has its disks copied while it runs.
+		{"shutdown-or-snapshot", func(ctx context.Context, s *StepCtx) error {
 			inst, node, err := lu.load(s.p, s.Op())
 			if err != nil {
 				return err
+			}
+			if lu.Live {
+				return lu.snapshot(ctx, s, inst, node)
 			}
 			if !lu.WasUp {
 				return nil
@@ -415,6 +429,11 @@ func (lu *backupExportLU) Steps() []Step {
 				err = lu.sendRemote(ctx, s, inst, node)
 			} else {
 				err = lu.exportLocal(ctx, s, inst, node)
+			}
+			if ctx.Err() == nil {
+				// A stopping master keeps the copies for the resumed
+				// step; a cancelled job's Revert removes them.
+				lu.removeSnapshots(ctx, s, node)
 			}
 			if err != nil {
 				lu.restart(ctx, s, inst, node)
@@ -437,6 +456,73 @@ func (lu *backupExportLU) Steps() []Step {
 			}
 			return lu.removeInstance(ctx, s, inst, node)
 		}},
+	}
+}
+
+// snapshot copies every disk of the running instance on its node, which
+// keeps running, and records the copies the transfers read.
+func (lu *backupExportLU) snapshot(ctx context.Context, s *StepCtx, inst *config.Instance, node *config.Node) error {
+	s.Logf(ctx, "Instance %s keeps running: making a point-in-time copy of its %d disk(s) on %s", inst.Name, len(inst.Disks), node.Name)
+	var r nodeapi.DiskSnapshotReply
+	if err := s.RPC(ctx, node, nodeapi.DiskSnapshot, nodeapi.DiskSnapshotArgs{Instance: s.p.Spec(inst)}, &r); err != nil {
+		return ecode.ExecErrorf("Could not snapshot the disks of %s on %s (export it with shutdown instead): %w", inst.Name, node.Name, err)
+	}
+	lu.Snapshots = make([]string, len(inst.Disks))
+	for _, sn := range r.Snapshots {
+		if sn.Disk < 0 || sn.Disk >= len(lu.Snapshots) {
+			return ecode.ExecErrorf("node %s returned a snapshot of disk %d, which %s does not have", node.Name, sn.Disk, inst.Name)
+		}
+		lu.Snapshots[sn.Disk] = sn.Name
+		s.Logf(ctx, "disk/%d: snapshot %s (%d MiB) made in %.1fs", sn.Disk, sn.Name, sn.SizeMiB, sn.Seconds)
+	}
+	for i, name := range lu.Snapshots {
+		if name == "" {
+			return ecode.ExecErrorf("node %s made no snapshot of disk %d of %s", node.Name, i, inst.Name)
+		}
+	}
+	return nil
+}
+
+// snapshotOf is the copy the export of disk i reads ("" when the instance
+// was shut down and the disk itself is read).
+func (lu *backupExportLU) snapshotOf(i int) string {
+	if i < len(lu.Snapshots) {
+		return lu.Snapshots[i]
+	}
+	return ""
+}
+
+// removeSnapshots deletes the disk copies, if any. It runs when the
+// transfers end, however they end, and from Revert; removing a copy that
+// is already gone succeeds, and a copy that cannot be removed now is swept
+// when its node daemon next starts.
+func (lu *backupExportLU) removeSnapshots(ctx context.Context, s *StepCtx, node *config.Node) {
+	var names []string
+	for _, n := range lu.Snapshots {
+		if n != "" {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := s.RPC(ctx, node, nodeapi.DiskSnapshotRemove, nodeapi.DiskSnapshotRemoveArgs{Names: names}, nil); err != nil {
+		s.Logf(ctx, "Warning: could not remove the disk snapshots %v on %s: %v", names, node.Name, err)
+		return
+	}
+	s.Logf(ctx, "Removed the disk snapshots on %s", node.Name)
+	lu.Snapshots = nil
+}
+
+// Revert removes disk copies a failed export left.
+func (lu *backupExportLU) Revert(ctx context.Context, s *StepCtx, failed error) {
+	if len(lu.Snapshots) == 0 {
+		return
+	}
+	if _, node, err := lu.load(s.p, s.Op()); err == nil {
+		lu.removeSnapshots(ctx, s, node)
 	}
 }
 
@@ -479,8 +565,10 @@ func (lu *backupExportLU) exportLocal(ctx context.Context, s *StepCtx, inst *con
 	debug := s.Op().Int("debug_level")
 	var ts []diskTransfer
 	for i := range inst.Disks {
+		src := s.p.diskIO(inst, i, debug)
+		src.Snapshot = lu.snapshotOf(i)
 		ts = append(ts, diskTransfer{Component: "disk" + strconv.Itoa(i),
-			Src: node, SrcIO: s.p.diskIO(inst, i, debug),
+			Src: node, SrcIO: src,
 			Dst: target, DstIO: nodeapi.ImpExpIO{Kind: nodeapi.IOFile, ExportName: inst.Name, FileName: dumpName(i), SizeMiB: inst.Disks[i].SizeMiB}})
 	}
 	s.Logf(ctx, "Exporting %d disk(s) of %s to %s", len(ts), inst.Name, target.Name)
@@ -531,7 +619,9 @@ func (lu *backupExportLU) sendRemote(ctx context.Context, s *StepCtx, inst *conf
 	var fs []followed
 	for i, d := range lu.Dest {
 		var r nodeapi.ExportStartReply
-		args := nodeapi.ExportStartArgs{Component: "disk" + strconv.Itoa(i), IO: s.p.diskIO(inst, i, debug), Host: d.Host, Port: d.Port,
+		src := s.p.diskIO(inst, i, debug)
+		src.Snapshot = lu.snapshotOf(i)
+		args := nodeapi.ExportStartArgs{Component: "disk" + strconv.Itoa(i), IO: src, Host: d.Host, Port: d.Port,
 			Options: nodeapi.ImpExpOptions{KeyName: lu.KeyName, PeerCertPEM: lu.DestPEM, Compress: lu.Compress, Magic: d.Magic,
 				ConnectTimeout: exportConnectTimeout, ConnectRetries: exportConnectRetries}}
 		if err := s.RPC(ctx, node, nodeapi.ExportStart, args, &r); err != nil {

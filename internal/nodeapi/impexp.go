@@ -80,6 +80,10 @@ type ImpExpIO struct {
 	SizeMiB int64 `json:"size,omitempty"`
 	// DebugLevel is passed to OS scripts.
 	DebugLevel int `json:"debug,omitempty"`
+	// Snapshot, for an export's IODisk or IOScript source, names a copy
+	// DiskSnapshot made of the disk: the export reads it instead of the
+	// running instance's disk.
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
 // ImportStartArgs starts a listener that accepts one connection and writes

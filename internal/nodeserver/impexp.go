@@ -520,6 +520,16 @@ func (s *Server) diskImage(x nodeapi.ImpExpIO) (string, error) {
 	return p, nil
 }
 
+// exportDiskImage is the file an IODisk export reads: the disk, or the
+// copy of it the transfer names.
+func (s *Server) exportDiskImage(x nodeapi.ImpExpIO) (string, error) {
+	p, err := s.diskImage(x)
+	if err != nil || x.Snapshot == "" {
+		return p, err
+	}
+	return s.snapshotImage(x)
+}
+
 // osTarget finds the OS definition and its view of the instance for an
 // IOScript transfer, as os_create does.
 func (s *Server) osTarget(x nodeapi.ImpExpIO) (*osapi.OS, osapi.Instance, error) {
@@ -542,6 +552,9 @@ func (s *Server) importStart(ctx context.Context, a nodeapi.ImportStartArgs) (an
 	cfg, err := s.transferConfig(a.Options)
 	if err != nil {
 		return nil, err
+	}
+	if a.IO.Snapshot != "" {
+		return nil, ecode.Errorf(ecode.Inval, "an import cannot write into a disk snapshot")
 	}
 	var open sinkOpener
 	switch a.IO.Kind {
@@ -590,7 +603,7 @@ func (s *Server) exportStart(ctx context.Context, a nodeapi.ExportStartArgs) (an
 	var open sourceOpener
 	switch a.IO.Kind {
 	case nodeapi.IODisk:
-		p, err := s.diskImage(a.IO)
+		p, err := s.exportDiskImage(a.IO)
 		if err != nil {
 			return nil, err
 		}
@@ -600,6 +613,15 @@ func (s *Server) exportStart(ctx context.Context, a nodeapi.ExportStartArgs) (an
 		o, inst, err := s.osTarget(a.IO)
 		if err != nil {
 			return nil, err
+		}
+		if a.IO.Snapshot != "" {
+			if a.IO.Disk < 0 || a.IO.Disk >= len(inst.Disks) {
+				return nil, ecode.Errorf(ecode.Inval, "instance %s has no disk %d", inst.Name, a.IO.Disk)
+			}
+			// The export script reads the copy as the disk.
+			if inst.Disks[a.IO.Disk].Path, err = s.snapshotImage(a.IO); err != nil {
+				return nil, err
+			}
 		}
 		open = s.scriptSource(o, inst, a.IO.Disk)
 	case nodeapi.IOFile:

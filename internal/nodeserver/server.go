@@ -101,14 +101,15 @@ type Server struct {
 	rpc      *rpc.Server
 	qemuUID  int
 	qemuGID  int
-	certs    *certStore    // transfer keys (x509certs.go)
-	exports  exportDir     // the export directory (exports.go)
-	xfers    *transfers    // running and finished imports and exports (impexp.go)
-	poolFw   poolRules     // owner rules for pool uids (poolfirewall.go)
-	media    *machineMedia // bare-metal machines' boot ISOs (machinemedia.go)
-	nets     machineNets   // bare-metal provisioning networks (machinenets.go); nil: none
-	coe      *coePlanes    // COE clusters' control planes (coe.go)
-	migKeys  migrationKeys // keys of migration certificates (migrate.go)
+	certs    *certStore     // transfer keys (x509certs.go)
+	exports  exportDir      // the export directory (exports.go)
+	xfers    *transfers     // running and finished imports and exports (impexp.go)
+	snaps    *snapshotStore // point-in-time copies of running instances' disks (snapshots.go)
+	poolFw   poolRules      // owner rules for pool uids (poolfirewall.go)
+	media    *machineMedia  // bare-metal machines' boot ISOs (machinemedia.go)
+	nets     machineNets    // bare-metal provisioning networks (machinenets.go); nil: none
+	coe      *coePlanes     // COE clusters' control planes (coe.go)
+	migKeys  migrationKeys  // keys of migration certificates (migrate.go)
 }
 
 // New prepares the daemon: it loads its certificate (the node must have
@@ -309,6 +310,7 @@ func (s *Server) routes() {
 	})
 	s.rpc.HandleStream(nodeapi.Console, s.console)
 	s.impexpRoutes()
+	s.snapshotRoutes()
 	s.sshRoutes()
 	s.certRoutes()
 	s.machineRoutes()
