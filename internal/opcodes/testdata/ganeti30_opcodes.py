@@ -92,6 +92,8 @@ REQUIRED = {
                            "network_mode": "bridged",
                            "network_link": "br0"},
     "OP_NETWORK_DISCONNECT": {"network_name": "net1", "group_name": "rack2"},
+    "OP_OOB_COMMAND": {"node_names": ["node2.example.com"],
+                       "command": "power-status"},
     # A callable value is called for each dict: nested opcodes are
     # changed in place by Validate, so each dict gets its own.
     "OP_INSTANCE_MULTI_ALLOC": {"instances": lambda: [
