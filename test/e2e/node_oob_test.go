@@ -56,9 +56,9 @@ func TestNodePowerThroughBMCEmulator(t *testing.T) {
 		t.Fatalf("corral node power off node2: %v\n%s", err, out)
 	}
 	bmctest.WaitPower(t, m, false, 30*time.Second)
-	rows, err := c.luxi.QueryNodes(context.Background(), []string{"node2"}, []string{"offline"}, false)
-	if err != nil || len(rows) != 1 || rows[0][0] != true {
-		t.Errorf("node2 after power off: %v %v, want offline", rows, err)
+	rows, err := c.luxi.QueryNodes(context.Background(), []string{"node2", "node1"}, []string{"offline", "powered"}, false)
+	if b, _ := json.Marshal(rows); err != nil || string(b) != `[[true,false],[false,true]]` {
+		t.Errorf("node2 and node1 (offline, powered) after powering node2 off: %s %v", b, err)
 	}
 	res := c.mustSucceed(map[string]any{"OP_ID": "OP_OOB_COMMAND", "command": "power-status", "node_names": []any{"node2", "node1"}})
 	if b, _ := json.Marshal(res[0]); string(b) != `[[[0,"node1"],[3,null]],[[0,"node2"],[0,{"powered":false}]]]` {
