@@ -18,10 +18,11 @@ import (
 // /2/instances-multi-alloc (a dry run first, which submits nothing), the
 // built-in allocator places what fits, one creation job each follows, and
 // an instance no node can hold comes back in "failed"; then over LUXI with
-// the nodes given, and with a secret OS parameter that no job query shows.
+// the nodes given, and with a secret OS parameter that no job query shows;
+// Ganeti's own gnt-instance batch-create runs it too (drop-in mode).
 func TestInstancesMultiAlloc(t *testing.T) {
 	requireRAPIClient(t)
-	c := newCluster(t, clusterOpts{nodes: 1, hypervisors: []string{"fake"}})
+	c := newDropinCluster(t, 1)
 	s := devRAPI(t, c)
 	script := filepath.Join(repoDir, "test/e2e/testdata/rapi/multialloc.py")
 	py := func(args ...string) map[string]any {
@@ -99,6 +100,22 @@ func TestInstancesMultiAlloc(t *testing.T) {
 	}
 	if p := c.primaries(); p["mc1"] == "" || p["mc2"] == "" {
 		t.Errorf("batch-create made %v", p)
+	}
+
+	// Ganeti's own gnt-instance batch-create (drop-in mode) sends the op
+	// over LUXI and follows the creation jobs.
+	gfile := filepath.Join(t.TempDir(), "gnt-batch.json")
+	gbatch, _ := json.Marshal([]any{map[string]any{"mode": "create", "instance_name": "md1", "disk_template": "diskless",
+		"disks": []any{}, "nics": []any{map[string]any{}}, "os_type": "tiny+default", "hypervisor": "fake",
+		"beparams": map[string]any{"memory": 128}, "start": false, "name_check": false, "ip_check": false}})
+	if err := os.WriteFile(gfile, gbatch, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := c.mustGnt("gnt-instance", "batch-create", gfile); !strings.Contains(out, "All instances created successfully.") {
+		t.Errorf("gnt-instance batch-create:\n%s", out)
+	}
+	if p := c.primaries(); p["md1"] == "" {
+		t.Errorf("gnt-instance batch-create made %v", p)
 	}
 
 	// Over LUXI, with the nodes given: one job per instance on its node.
