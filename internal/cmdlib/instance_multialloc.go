@@ -82,6 +82,11 @@ func (lu *multiAllocLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op
 			return ecode.Errorf(ecode.Inval, "Give either an iallocator or nodes on the instances, not both")
 		}
 		for i, c := range creates {
+			if pn := c.Str("pnode"); pn != "" {
+				if _, err := p.Cfg.MustNode(pn); err != nil {
+					return err
+				}
+			}
 			lu.Placed = append(lu.Placed, multiAllocPlacement{Index: i})
 			lu.Allocatable = append(lu.Allocatable, c.Str("instance_name"))
 		}

@@ -115,6 +115,8 @@ func TestMultiAllocRefusals(t *testing.T) {
 	defer e.close()
 	withNode := bigDiskless("c1")
 	withNode["pnode"] = "n1"
+	unknownNode := bigDiskless("c7")
+	unknownNode["pnode"] = "n9"
 	withAlloc := bigDiskless("c3")
 	withAlloc["iallocator"] = "hail"
 	tests := []struct {
@@ -132,6 +134,8 @@ func TestMultiAllocRefusals(t *testing.T) {
 		st, res := e.run(t, map[string]any{"OP_ID": "OP_INSTANCE_MULTI_ALLOC", "instances": tc.instances})
 		checkErr(t, st, res, ecode.Inval, tc.want)
 	}
+	st, res := e.run(t, map[string]any{"OP_ID": "OP_INSTANCE_MULTI_ALLOC", "instances": []any{unknownNode}})
+	checkErr(t, st, res, ecode.NoEnt, "Node 'n9' not known")
 	if n := len(e.cfg.Instances()); n != 0 {
 		t.Errorf("refused allocations made %d instances", n)
 	}
