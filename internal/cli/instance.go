@@ -24,7 +24,7 @@ func instanceHead() *cobra.Command {
 }
 
 func (a *app) addInstanceCommands(c *cobra.Command) {
-	c.AddCommand(a.instanceAddCmd(), a.instanceListCmd(), a.instanceInfoCmd(), a.instanceConsoleCmd(), a.instanceMoveCmd())
+	c.AddCommand(a.instanceAddCmd(), a.instanceBatchCreateCmd(), a.instanceListCmd(), a.instanceInfoCmd(), a.instanceConsoleCmd(), a.instanceMoveCmd())
 	c.AddCommand(a.instanceOpCmds()...)
 	c.AddCommand(a.instanceRescueCmds()...)
 	c.AddCommand(a.instanceDiskCmds()...)

@@ -336,7 +336,7 @@ instance gets the change at once; otherwise it takes effect at the next start.
 	f.BoolVarP(&force, "force", "f", false, "skip the free memory check of the primary node")
 	f.BoolVar(&ignoreIPolicy, "ignore-ipolicy", false, "accept memory, vcpus and spindle use outside the instance policy")
 	f.StringArrayVar(&disks, "disk", nil, "add, remove or change a disk: add:size=SIZE[,mode=rw|ro,name=N], N:remove, N:mode=ro (repeatable)")
-	f.StringArrayVar(&nets, "net", nil, "add, remove or change a NIC: add[:mode=M,link=L,ip=IP,mac=MAC], N:remove, N:ip=IP (repeatable)")
+	f.StringArrayVar(&nets, "net", nil, "add, remove or change a NIC: add[:mode=M,link=L,ip=IP,mac=MAC], add:network=NAME,ip=pool|IP, N:remove, N:ip=IP, N:network=NAME|none,ip=pool|IP (repeatable)")
 	f.BoolVar(&hotplug, "hotplug", false, "apply disk and NIC changes to the running instance at once (kvm)")
 	f.BoolVar(&hotplugIfPossible, "hotplug-if-possible", false, "hotplug where the instance allows it, else change at the next start")
 	f.StringVarP(&runtimeMem, "runtime-memory", "m", "", "memory of the running instance (balloon), e.g. 512M")

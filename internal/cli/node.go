@@ -55,7 +55,7 @@ func nodeHead() *cobra.Command {
 
 func (a *app) addNodeCommands(c *cobra.Command) {
 	c.AddCommand(a.nodeListCmd(), a.nodeInfoCmd(), a.nodeAddCmd(), a.nodeRemoveCmd(), a.nodeModifyCmd(), a.nodeJoinTokenCmd())
-	c.AddCommand(a.nodePowercycleCmd())
+	c.AddCommand(a.nodePowercycleCmd(), a.nodePowerCmd(), a.nodeHealthCmd())
 	c.AddCommand(a.nodeMigrateCmd(), a.nodeEvacuateCmd(), a.nodeFailoverCmd())
 	c.AddCommand(tagCommands(a, "node")...)
 	c.AddCommand(a.listFieldsCmd("node", "node", "nodes"))

@@ -286,7 +286,7 @@ func modifyDisk(d *config.Disk, idx int, p map[string]any) ([][2]any, error) {
 
 // prepareNICMods applies NIC modifications to a copy of the instance's
 // NICs and returns the change descriptions Ganeti reports.
-func prepareNICMods(p *Processor, inst *config.Instance, mods []devMod, dc *devChanges) ([][2]any, error) {
+func prepareNICMods(p *Processor, inst *config.Instance, node *config.Node, mods []devMod, dc *devChanges) ([][2]any, error) {
 	c := p.Cfg.Cluster()
 	var changes [][2]any
 	for _, m := range mods {
@@ -308,6 +308,11 @@ func prepareNICMods(p *Processor, inst *config.Instance, mods []devMod, dc *devC
 					return nil, ecode.Errorf(ecode.NotUnique, "MAC address %s already in use in the cluster", nn[0].MAC)
 				}
 			}
+			// A NIC on a network takes its group connection's mode and
+			// link; its address is taken when the change is committed.
+			if err := applyNICNetworks(p, nn, node, true); err != nil {
+				return nil, err
+			}
 			idx, err := insertIndex("NIC", m.ID, len(dc.NICs))
 			if err != nil {
 				return nil, err
@@ -319,7 +324,7 @@ func prepareNICMods(p *Processor, inst *config.Instance, mods []devMod, dc *devC
 			dc.AddedNICs = append(dc.AddedNICs, idx)
 			n := nn[0]
 			changes = append(changes, [2]any{fmt.Sprintf("nic.%d", idx),
-				fmt.Sprintf("add:mac=%s,ip=%s,mode=%s,link=%s,network=None", n.MAC, noneIfEmpty(n.IP), n.Mode, n.Link)})
+				fmt.Sprintf("add:mac=%s,ip=%s,mode=%s,link=%s,network=%s", n.MAC, noneIfEmpty(n.IP), n.Mode, n.Link, noneIfEmpty(networkName(p, n.Network)))})
 		case ddmRemove:
 			names, uuids := nicIDs(dc.NICs)
 			idx, err := lookupDevice("NIC", m.ID, names, uuids)
@@ -335,11 +340,16 @@ func prepareNICMods(p *Processor, inst *config.Instance, mods []devMod, dc *devC
 			if err != nil {
 				return nil, err
 			}
+			nch, err := modifyNICNetwork(p, &dc.NICs[idx], idx, node, m.Params)
+			if err != nil {
+				return nil, err
+			}
+			changes = append(changes, nch...)
 			ch, err := modifyNIC(p, c, &dc.NICs[idx], idx, m.Params)
 			if err != nil {
 				return nil, err
 			}
-			for _, k := range []string{"mac", "ip", "mode", "link", "bridge"} {
+			for _, k := range []string{"mac", "ip", "mode", "link", "bridge", "network"} {
 				if _, ok := m.Params[k]; ok {
 					dc.ModifiedNICs = append(dc.ModifiedNICs, idx)
 					break
@@ -365,19 +375,20 @@ func checkNICModParams(m devMod) error {
 		s, _ := v.(string)
 		switch k {
 		case "ip":
-			if s != "" && !strings.EqualFold(s, "none") && !strings.EqualFold(s, "pool") && net.ParseIP(s) == nil {
+			if s != "" && !strings.EqualFold(s, "none") && !strings.EqualFold(s, nicIPPool) && net.ParseIP(s) == nil {
 				return ecode.Errorf(ecode.Inval, "Invalid IP address '%s'", s)
-			}
-			if strings.EqualFold(s, "pool") {
-				return ecode.Errorf(ecode.Inval, "If ip=pool, parameter network cannot be none")
 			}
 		case "mac":
 			if m.Op == ddmModify && s == "auto" {
 				return ecode.Errorf(ecode.Inval, "'auto' is not a valid MAC address when modifying an existing NIC")
 			}
 		case "network":
-			if s != "" && !strings.EqualFold(s, "none") {
-				return ecode.Errorf(ecode.Inval, "NIC parameter 'network' is not supported yet")
+			if s != "" && !strings.EqualFold(s, valueNone) {
+				for _, k := range []string{"mode", "link", "bridge"} {
+					if _, given := m.Params[k]; given {
+						return ecode.Errorf(ecode.Inval, "If network is given, no mode or link is allowed to be passed")
+					}
+				}
 			}
 		}
 	}
@@ -408,11 +419,8 @@ func modifyNIC(p *Processor, c *config.Cluster, n *config.NIC, idx int, params m
 				return nil, ecode.Errorf(ecode.NotUnique, "MAC address '%s' already in use in the cluster", mac)
 			}
 			n.MAC = mac
-		case "ip":
-			if strings.EqualFold(s, "none") {
-				s = ""
-			}
-			n.IP = s
+		case "ip", "network":
+			continue // modifyNICNetwork
 		case "mode":
 			if s != "bridged" && s != "routed" {
 				return nil, ecode.Errorf(ecode.Inval, "Invalid NIC mode '%s' (bridged or routed)", s)
@@ -426,7 +434,7 @@ func modifyNIC(p *Processor, c *config.Cluster, n *config.NIC, idx int, params m
 				s = ""
 			}
 			n.Name = s
-		case "network", "vlan":
+		case "vlan":
 			continue
 		default:
 			return nil, ecode.Errorf(ecode.Inval, "Unknown NIC parameter '%s'", k)

@@ -37,7 +37,7 @@ type instanceSetParamsLU struct {
 }
 
 func (lu *instanceSetParamsLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
-	return lu.locks(p, op, locking.Exclusive)
+	return append(lu.locks(p, op, locking.Exclusive), modifyNetworkLocks(p, op)...)
 }
 
 // updateParams applies Ganeti's rules: the value "default" (or null)
@@ -217,7 +217,12 @@ func (lu *instanceSetParamsLU) Steps() []Step {
 			inst.OSParamsPriv = updateParams(inst.OSParamsPriv, privUpd)
 		}
 		if lu.DevMods {
-			inst.Disks, inst.NICs = lu.Dev.Disks, lu.Dev.NICs
+			// The NICs' addresses change hands in this transaction.
+			nics := append([]config.NIC(nil), lu.Dev.NICs...)
+			if err := moveNICAddrs(ctx, s, inst.NICs, nics); err != nil {
+				return err
+			}
+			inst.Disks, inst.NICs = lu.Dev.Disks, nics
 		}
 		if lu.NewPrimary != "" {
 			inst.PrimaryNode = lu.NewPrimary

@@ -51,7 +51,7 @@ func (lu *instanceSetParamsLU) prereqDevices(ctx context.Context, p *Processor, 
 	if err != nil {
 		return err
 	}
-	nch, err := prepareNICMods(p, inst, nicMods, &lu.Dev)
+	nch, err := prepareNICMods(p, inst, node, nicMods, &lu.Dev)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/engine"
 	"github.com/corral/corral/internal/locking"
@@ -18,7 +17,8 @@ import (
 const NDMachine = "machine"
 
 func (p *Processor) nodePowerUnits() []engine.Op {
-	return []engine.Op{p.unit("OP_NODE_POWERCYCLE", func() LU { return &nodePowercycleLU{} })}
+	return []engine.Op{p.unit("OP_NODE_POWERCYCLE", func() LU { return &nodePowercycleLU{} }),
+		p.unit("OP_OOB_COMMAND", func() LU { return &oobCommandLU{} })}
 }
 
 // nodePowercycleLU power cycles a node through its machine: one child job,
@@ -50,21 +50,12 @@ func (lu *nodePowercycleLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	if u := op.Str("node_uuid"); u != "" && u != n.UUID {
 		return ecode.Errorf(ecode.Inval, "Node name '%s' and UUID '%s' do not match", n.Name, u)
 	}
-	c := p.Cfg.Cluster()
-	if n.UUID == c.MasterNode && !op.Bool("force") {
+	if n.UUID == p.Cfg.Cluster().MasterNode && !op.Bool("force") {
 		return ecode.Errorf(ecode.Inval, "The node is the master and the force parameter was not set")
 	}
-	var g *config.NodeGroup
-	if x, ok := p.Cfg.Group(n.Group); ok {
-		g = x
-	}
-	machine, _ := NodeNDParams(c, g, n)[NDMachine].(string)
-	if machine == "" {
-		return ecode.Errorf(ecode.State, "Node %s has no out-of-band power control: set its node parameter %s to the bare-metal machine it runs on ('corral node modify -N %s=NAME %s')", n.Name, NDMachine, NDMachine, n.Name)
-	}
-	m, ok := p.Cfg.Machine(machine)
-	if !ok {
-		return ecode.Errorf(ecode.NoEnt, "Node %s runs on machine '%s', which the cluster does not manage", n.Name, machine)
+	m, err := p.nodeMachine(n)
+	if err != nil {
+		return err
 	}
 	b, err := json.Marshal(map[string]any{"OP_ID": "OP_MACHINE_POWER", "machine": m.UUID, "target": "rebooting"})
 	if err != nil {

@@ -132,6 +132,11 @@ func (d *Daemon) nodeRows(ctx context.Context, names []string, live bool) ([]*qu
 		g, _ := d.cfg.Group(n.Group)
 		r := &query.NodeRow{Node: n, Master: c.MasterNode, Group: g, NDParams: cmdlib.NodeNDParams(c, g, n),
 			Primary: prim[n.UUID], LiveState: query.RSNoData, Status: d.cfg.NodeStatus(n.UUID)}
+		if name, _ := r.NDParams[cmdlib.NDMachine].(string); name != "" {
+			if m, ok := d.cfg.Machine(name); ok {
+				r.MachinePower = m.PowerState
+			}
+		}
 		rows[k] = r
 		if !live || n.Offline {
 			continue

@@ -54,6 +54,9 @@ type Param struct {
 	Doc      string
 	// Sensitive says who may see the value in a job (redact.go).
 	Sensitive Sensitivity
+	// Ops marks a list of opcodes (OP_INSTANCE_MULTI_ALLOC's instances):
+	// Redact hides each item's sensitive parameters by its own definition.
+	Ops bool
 	// Max bounds a numeric parameter from above when non-zero; MaxDoc
 	// says what the bound means ("7 days").
 	Max    float64

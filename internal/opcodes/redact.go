@@ -51,7 +51,16 @@ func (t *Table) Redact(raw json.RawMessage, from Sensitivity) json.RawMessage {
 	for i := range d.Params {
 		p := &d.Params[i]
 		v, ok := m[p.Name]
-		if p.Sensitive < from || !ok || string(bytes.TrimSpace(v)) == "null" {
+		if !ok || string(bytes.TrimSpace(v)) == "null" {
+			continue
+		}
+		if p.Ops {
+			if r := t.redactOpList(v, from); !bytes.Equal(r, v) {
+				m[p.Name], changed = r, true
+			}
+			continue
+		}
+		if p.Sensitive < from {
 			continue
 		}
 		if r := redactValue(v); !bytes.Equal(r, v) {
@@ -81,6 +90,49 @@ func (t *Table) mayHold(raw json.RawMessage, from Sensitivity) bool {
 		}
 	}
 	return false
+}
+
+// redactOpList redacts each opcode of a list of opcodes; a value that is
+// not a list is hidden whole.
+func (t *Table) redactOpList(v json.RawMessage, from Sensitivity) json.RawMessage {
+	var items []json.RawMessage
+	if json.Unmarshal(v, &items) != nil {
+		return redactedJSON
+	}
+	changed := false
+	for i, it := range items {
+		if !t.knownOp(it) {
+			// Not an opcode Redact can read: hidden whole if it may
+			// name a sensitive parameter.
+			if t.mayHold(it, from) {
+				items[i], changed = redactedJSON, true
+			}
+			continue
+		}
+		if r := t.Redact(it, from); !bytes.Equal(r, it) {
+			items[i], changed = r, true
+		}
+	}
+	if !changed {
+		return v
+	}
+	out, err := json.Marshal(items)
+	if err != nil {
+		return redactedJSON
+	}
+	return out
+}
+
+// knownOp reports whether raw is a JSON object whose OP_ID is in t.
+func (t *Table) knownOp(raw json.RawMessage) bool {
+	var o struct {
+		ID string `json:"OP_ID"`
+	}
+	if json.Unmarshal(raw, &o) != nil {
+		return false
+	}
+	_, ok := t.defs[o.ID]
+	return ok
 }
 
 // redactValue hides every value of a dict, or the whole value.

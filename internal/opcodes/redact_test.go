@@ -53,3 +53,27 @@ func TestRedact(t *testing.T) {
 		t.Errorf("unreadable ops answered %s", b)
 	}
 }
+
+// The creations nested in OP_INSTANCE_MULTI_ALLOC lose their secrets as a
+// lone creation does; an item that is not a known opcode goes whole.
+func TestRedactNestedCreations(t *testing.T) {
+	tab := Default()
+	in := json.RawMessage(`{"OP_ID":"OP_INSTANCE_MULTI_ALLOC","instances":[` +
+		`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"i1","osparams_secret":{"s":"secret-one"},"osparams_private":{"p":"priv-one"}},` +
+		`{"instance_name":"i2","osparams_secret":{"s":"secret-two"}},` +
+		`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"i3"}]}`)
+	out := string(tab.Redact(in, Secret))
+	for _, h := range []string{"secret-one", "secret-two"} {
+		if strings.Contains(out, h) {
+			t.Errorf("%q kept in %s", h, out)
+		}
+	}
+	for _, k := range []string{"priv-one", `"instance_name":"i1"`, `"instance_name":"i3"`} {
+		if !strings.Contains(out, k) {
+			t.Errorf("%q missing from %s", k, out)
+		}
+	}
+	if out := string(tab.Redact(in, Private)); strings.Contains(out, "priv-one") {
+		t.Errorf("private value kept from Private: %s", out)
+	}
+}

@@ -19,6 +19,9 @@ type NodeRow struct {
 	Facts     *nodeapi.NodeInfoReply
 	LiveState int
 	Status    *config.Status // what Corral observed (confdb), nil if nothing
+	// MachinePower is the recorded power state of the bare-metal machine
+	// the node runs on (node parameter machine); "" without one.
+	MachinePower string
 }
 
 func nodeLive(r *NodeRow, f func(*nodeapi.NodeInfoReply) any) (any, int) {
@@ -63,7 +66,7 @@ func nodeConfigFields() []Field[*NodeRow] {
 		{Name: "vm_capable", Title: "VMCapable", Kind: KBool, Doc: "Can run instances", Get: func(r *NodeRow) (any, int) { return ok(r.Node.VMCapable) }},
 		{Name: "offline", Title: "Offline", Kind: KBool, Doc: "Offline", Get: func(r *NodeRow) (any, int) { return ok(r.Node.Offline) }},
 		{Name: "drained", Title: "Drained", Kind: KBool, Doc: "Drained", Get: func(r *NodeRow) (any, int) { return ok(r.Node.Drained) }},
-		{Name: "powered", Title: "Powered", Kind: KBool, Doc: "Whether the node is thought powered on; Corral has no out-of-band power control, so always", Get: func(r *NodeRow) (any, int) { return ok(true) }},
+		{Name: "powered", Title: "Powered", Kind: KBool, Doc: "Whether the node is thought powered on: false only when the bare-metal machine its node parameter machine names was last seen powered off", Get: func(r *NodeRow) (any, int) { return ok(r.MachinePower != "power off") }},
 		{Name: "role", Title: "Role", Kind: KText, Doc: "Node role: M(aster), C(andidate), R(egular), D(rained), O(ffline)", Get: func(r *NodeRow) (any, int) { return ok(r.Node.Role(r.Master)) }},
 		{Name: "group", Title: "Group", Kind: KText, Doc: "Node group name", Get: func(r *NodeRow) (any, int) {
 			if r.Group == nil {

@@ -55,7 +55,7 @@ func (h *Handler) buildRoutes() []route {
 		r("/2/modify", "cluster_modify", map[string]method{U: write(h.clusterModify)}),
 
 		r("/2/instances", "instances", map[string]method{G: get(h.list(&instances)), P: write(h.instanceCreate)}),
-		notYet("/2/instances-multi-alloc", "multi-instance allocation (OP_INSTANCE_MULTI_ALLOC)", P),
+		r("/2/instances-multi-alloc", "instances_multi_alloc", map[string]method{P: write(h.instancesMultiAlloc)}),
 		r("/2/instances/{name}", "instances_name", map[string]method{G: get(h.item(&instances)), D: write(h.instanceAction("OP_INSTANCE_REMOVE", nil, []string{"dry-run"}, nil))}),
 		r("/2/instances/{name}/info", "instances_name_info", map[string]method{G: get(h.instanceInfo)}),
 		r("/2/instances/{name}/tags", "instances_name_tags", map[string]method{G: get(h.tagsGet("instance")),

@@ -45,6 +45,29 @@ var dryRun = map[string]string{"dry_run": "dry-run"}
 var opRoutes = map[string]opRoute{
 	"OP_INSTANCE_CREATE": {method: http.MethodPost, path: "/2/instances", query: dryRun,
 		finish: func(b map[string]any) any { b["__version__"] = 1; return b }},
+	// The creations travel as POST /2/instances bodies without their OP_ID.
+	"OP_INSTANCE_MULTI_ALLOC": {method: http.MethodPost, path: "/2/instances-multi-alloc", query: dryRun,
+		finish: func(b map[string]any) any {
+			if l, ok := b["instances"].([]any); ok {
+				items := make([]any, len(l))
+				for i, it := range l {
+					m, ok := it.(map[string]any)
+					if !ok {
+						items[i] = it
+						continue
+					}
+					c := make(map[string]any, len(m))
+					for k, v := range m {
+						if k != "OP_ID" {
+							c[k] = v
+						}
+					}
+					items[i] = c
+				}
+				b["instances"] = items
+			}
+			return b
+		}},
 	"OP_INSTANCE_REMOVE": {method: http.MethodDelete, path: "/2/instances/{instance_name}", query: dryRun},
 	"OP_INSTANCE_STARTUP": {method: http.MethodPut, path: "/2/instances/{instance_name}/startup",
 		query: map[string]string{"dry_run": "dry-run", "force": "force", "no_remember": "no_remember"},

@@ -134,6 +134,35 @@ func TestNetworksWithGanetiClients(t *testing.T) {
 	}
 	c.mustGnt("gnt-instance", "remove", "-f", "netvm3")
 
+	// NICs on the network through modify: each change takes or gives back
+	// its pool address with the instance's change, and a refused one holds
+	// nothing.
+	netState := func(want string, wantFree string) {
+		t.Helper()
+		rows, err := c.luxi.QueryInstances(ctx, []string{"netvm1"}, []string{"nic.ips", "nic.networks.names"}, false)
+		if got, _ := json.Marshal(rows); err != nil || string(got) != want {
+			t.Errorf("netvm1's NICs: %s %v, want %s", got, err, want)
+		}
+		if free := strings.TrimSpace(mustCorral(t, c, "network", "list", "--no-headers", "-o", "free_count", "net1")); free != wantFree {
+			t.Errorf("net1 free_count %s, want %s", free, wantFree)
+		}
+	}
+	netState(`[[["10.77.0.3"],["net1"]]]`, "9")
+	c.mustGnt("gnt-instance", "modify", "--net", "add:network=net1,ip=pool", "netvm1")
+	netState(`[[["10.77.0.3","10.77.0.5"],["net1","net1"]]]`, "8")
+	c.mustGnt("gnt-instance", "modify", "--net", "1:modify,ip=10.77.0.12", "netvm1")
+	netState(`[[["10.77.0.3","10.77.0.12"],["net1","net1"]]]`, "8")
+	if out, err := c.corral("instance", "modify", "--net", "add:network=net1,ip=10.77.0.4", "netvm1"); err == nil || !strings.Contains(out, "IP address 10.77.0.4 already in use") {
+		t.Errorf("modify adding netvm2's address: %v\n%s", err, out)
+	}
+	netState(`[[["10.77.0.3","10.77.0.12"],["net1","net1"]]]`, "8")
+	mustCorral(t, c, "instance", "modify", "--net", "1:network=none", "netvm1")
+	netState(`[[["10.77.0.3",null],["net1",null]]]`, "9")
+	mustCorral(t, c, "instance", "modify", "--net", "1:network=net1,ip=pool", "netvm1")
+	netState(`[[["10.77.0.3","10.77.0.5"],["net1","net1"]]]`, "8")
+	c.mustGnt("gnt-instance", "modify", "--net", "1:remove", "netvm1")
+	netState(`[[["10.77.0.3"],["net1"]]]`, "9")
+
 	r = py("teardown", "net1", "default")
 	if status(r, "remove_connected") != "error" || !strings.Contains(errText(r, "remove_connected"), "Network still connected") {
 		t.Errorf("remove while connected: %s", errText(r, "remove_connected"))

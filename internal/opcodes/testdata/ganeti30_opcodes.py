@@ -92,7 +92,22 @@ REQUIRED = {
                            "network_mode": "bridged",
                            "network_link": "br0"},
     "OP_NETWORK_DISCONNECT": {"network_name": "net1", "group_name": "rack2"},
+    "OP_OOB_COMMAND": {"node_names": ["node2.example.com"],
+                       "command": "power-status"},
+    # A callable value is called for each dict: nested opcodes are
+    # changed in place by Validate, so each dict gets its own.
+    "OP_INSTANCE_MULTI_ALLOC": {"instances": lambda: [
+        opcodes.OpInstanceCreate(instance_name="web%d.example.com" % i,
+                                 mode="create", disks=[{"size": 1024}],
+                                 nics=[{}], os_type="noop")
+        for i in (1, 2)]},
 }
+
+
+def required_values(op_id):
+  """The values of REQUIRED[op_id], callables called."""
+  return dict((k, v() if callable(v) else v)
+              for k, v in REQUIRED[op_id].items())
 
 
 def jsonable(value):
@@ -119,9 +134,9 @@ def main():
     out["opcodes"][op_id] = params
     if op_id not in REQUIRED:
       continue
-    minimal = cls(**REQUIRED[op_id])
+    minimal = cls(**required_values(op_id))
     minimal.Validate(False)
-    full = cls(**REQUIRED[op_id])
+    full = cls(**required_values(op_id))
     full.Validate(True)
     out["client_dicts"][op_id] = {
         "minimal": jsonable(minimal.__getstate__()),
