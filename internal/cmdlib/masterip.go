@@ -208,15 +208,15 @@ func setMasterNetwork(p *Processor, op *opcodes.Op, c *config.Cluster, changed *
 	if ip == c.ClusterIP && netdev == c.MasterNetdev && netmask == c.MasterNetmask {
 		return nil, false, nil
 	}
-	if err := config.CheckMasterNetwork(ip, netdev, netmask); err != nil {
-		return nil, false, err
-	}
 	if ip != "" {
 		for _, n := range p.Cfg.Nodes() {
 			if n.PrimaryIP == ip || n.SecondaryIP == ip {
 				return nil, false, ecode.Errorf(ecode.Inval, "The cluster IP %s is node %s's own address", ip, n.Name)
 			}
 		}
+	}
+	if err := config.CheckMasterNetwork(ip, netdev, netmask); err != nil {
+		return nil, false, err
 	}
 	if c.ClusterIP != "" {
 		a := masterIPArgs(c)
