@@ -440,8 +440,25 @@ func (lu *clusterDestroyLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	return nil
 }
 
-func (lu *clusterDestroyLU) Steps() []Step { return nil }
-func (lu *clusterDestroyLU) Result() any   { return lu.Master }
+// Steps take the cluster IP off the master's node, as Ganeti's destroy
+// does; a node that cannot is a warning.
+func (lu *clusterDestroyLU) Steps() []Step {
+	return []Step{{"master-ip", func(ctx context.Context, s *StepCtx) error {
+		c := s.Cfg().Cluster()
+		if c.ClusterIP == "" {
+			return nil
+		}
+		n, err := s.p.MasterIPNode()
+		if err == nil {
+			err = s.RPC(ctx, n, nodeapi.DeactivateMasterIP, masterIPArgs(c), nil)
+		}
+		if err != nil {
+			s.Logf(ctx, "Warning: could not take the master IP %s off the master's node: %v", c.ClusterIP, err)
+		}
+		return nil
+	}}}
+}
+func (lu *clusterDestroyLU) Result() any { return lu.Master }
 
 // ---- helpers shared by verify
 

@@ -215,3 +215,37 @@ func TestMasterIPFollowsFailover(t *testing.T) {
 	}
 	wantMIP(t, ns, ip, "node1", "32")
 }
+
+// TestClusterInitClusterIP: `corral cluster init` records --cluster-ip,
+// --master-netdev and --master-netmask, refuses a cluster IP without a
+// device, the started master's node holds the address, and a destroy
+// takes it off.
+func TestClusterInitClusterIP(t *testing.T) {
+	requireRoot(t)
+	ns := mipNamespaces(t, "m1")
+	h := newHandCluster(t, "mip")
+	const ip = "198.51.100.40"
+	if out, err := h.corral(h.initArgs("mip.cluster", "--cluster-ip", ip)...); err == nil || !strings.Contains(out, "needs a master network device") {
+		t.Fatalf("init with a cluster IP and no device: %v\n%s", err, out)
+	}
+	if out, err := h.corral(h.initArgs("mip.cluster", "--cluster-ip", ip, "--master-netdev", mipDev, "--master-netmask", "26")...); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	h.startNode("--master-ip-netns", ns["m1"])
+	h.startMaster()
+	wantMIP(t, ns, ip, "m1", "26")
+	out, err := h.corral("cluster", "info", "--json")
+	if err != nil {
+		t.Fatalf("info: %v\n%s", err, out)
+	}
+	for _, want := range []string{`"cluster_ip": "` + ip + `"`, `"master_ip": "` + ip + `"`, `"master_netdev": "` + mipDev + `"`, `"master_netmask": 26`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("info lacks %s:\n%s", want, out)
+		}
+	}
+	// Destroying the cluster takes the address off, as Ganeti's does.
+	if out, err := h.corral("cluster", "destroy", "--yes-do-it"); err != nil {
+		t.Fatalf("destroy: %v\n%s", err, out)
+	}
+	wantMIP(t, ns, ip, "", "")
+}
