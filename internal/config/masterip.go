@@ -7,15 +7,19 @@ import (
 )
 
 // DefaultMasterNetmask is the master IP's prefix length when none is set
-// (Ganeti's default for IPv4).
+// and the cluster IP is IPv4 or unset (Ganeti's default); an IPv6 one gets
+// 128.
 const DefaultMasterNetmask = 32
 
 // MasterIPNetmask is the master IP's prefix length in effect.
 func (c *Cluster) MasterIPNetmask() int {
-	if c.MasterNetmask == 0 {
-		return DefaultMasterNetmask
+	if c.MasterNetmask != 0 {
+		return c.MasterNetmask
 	}
-	return c.MasterNetmask
+	if a, err := netip.ParseAddr(c.ClusterIP); err == nil && a.Is6() && !a.Is4In6() {
+		return 128
+	}
+	return DefaultMasterNetmask
 }
 
 // CheckMasterNetwork validates master network parameters: a cluster IP

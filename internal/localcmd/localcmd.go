@@ -138,7 +138,7 @@ that command.
 	f.StringVar(&o.MasterIP, "master-ip", "127.0.0.1", "primary IP of this machine; node daemons listen on their primary IP")
 	f.StringVar(&o.ClusterIP, "cluster-ip", "", "the cluster's floating address (Ganeti's master IP), held by the node the master runs on; needs --master-netdev; default none")
 	f.StringVar(&o.MasterNetdev, "master-netdev", "", "network device the cluster IP is put on")
-	f.IntVar(&o.MasterNetmask, "master-netmask", config.DefaultMasterNetmask, "prefix length of the cluster IP")
+	f.IntVar(&o.MasterNetmask, "master-netmask", 0, "prefix length of the cluster IP (default 32, 128 for an IPv6 address)")
 	f.IntVar(&o.RPCPort, "rpc-port", config.DefaultRPCPort, "TCP port of the node daemons")
 	f.IntVar(&o.JoinPort, "join-port", config.DefaultRPCPort+1, "TCP port of the master's node-join listener")
 	f.StringVar(&hvs, "enabled-hypervisors", "kvm,fake", "hypervisors to enable; the first is the default")
