@@ -458,6 +458,7 @@ func (lu *clusterDestroyLU) Steps() []Step {
 		return nil
 	}}}
 }
+
 func (lu *clusterDestroyLU) Result() any { return lu.Master }
 
 // ---- helpers shared by verify
