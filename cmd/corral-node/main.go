@@ -75,6 +75,7 @@ Flags:
 	k8sTools := fs.String("k8s-tools", "", "directory of the Kubernetes binaries COE clusters' control planes run (make k8s-tools); default $"+k8sbin.EnvToolsDir+", else "+layout.DefaultK8sToolsDir)
 	coeDir := fs.String("coe-dir", env("CORRAL_NODE_COE_DIR", ""), "directory of the COE clusters' control planes, which run as uids of their own: every directory above it must be searchable by others; default <state-dir>-coe, beside the state directory, which is root's alone (env CORRAL_NODE_COE_DIR)")
 	coeUIDs := fs.String("coe-uid-pool", env("CORRAL_NODE_COE_UID_POOL", nodeserver.DefaultCOEUIDPool), "uids the COE clusters' control planes run under, one per cluster (env CORRAL_NODE_COE_UID_POOL)")
+	mipNetns := fs.String("master-ip-netns", env("CORRAL_NODE_MASTER_IP_NETNS", ""), "network namespace (ip netns) of the master network device this node puts the cluster's master IP on; \"\" is the daemon's own (env CORRAL_NODE_MASTER_IP_NETNS)")
 	clusterCmds := fs.Bool("cluster-commands", env("CORRAL_NODE_CLUSTER_COMMANDS", "true") != "false", "take the master's 'cluster command' and 'cluster copyfile' calls, which run a shell command or write a file as root here; false refuses them (env CORRAL_NODE_CLUSTER_COMMANDS)")
 	debug := fs.Bool("debug", false, "debug logging")
 	if len(args) > 0 && args[0] == "join" {
@@ -125,6 +126,7 @@ Flags:
 		MachineMedia:    nodeserver.MachineMediaOptions{Listen: *mediaListen, URL: *mediaURL, AgentRamdisk: *agentRamdisk},
 		MachineNetworks: nets, MachineNetworksDir: *bmNetsDir,
 		COEDir: *coeDir, K8sToolsDir: *k8sTools, COEUIDPool: *coeUIDs, NoClusterCommands: !*clusterCmds,
+		MasterIPNetns: *mipNetns,
 	})
 	if err != nil {
 		return err

@@ -45,6 +45,12 @@ type InitOptions struct {
 	// component is the master's node name, for GANETI_ROOTDIR).
 	GanetiDropin bool
 	GanetiRoot   string
+	// ClusterIP is the cluster's floating address (Ganeti's master IP), held
+	// on MasterNetdev of the node the master runs on with prefix length
+	// MasterNetmask (0: 32); "" for none. Not to be confused with MasterIP.
+	ClusterIP     string
+	MasterNetdev  string
+	MasterNetmask int
 }
 
 // Init creates the cluster. It refuses to overwrite an existing one.
@@ -213,6 +219,12 @@ func fill(o *InitOptions) error {
 	if net.ParseIP(o.MasterIP) == nil {
 		return ecode.Errorf(ecode.Inval, "invalid master IP %q", o.MasterIP)
 	}
+	if err := config.CheckMasterNetwork(o.ClusterIP, o.MasterNetdev, o.MasterNetmask); err != nil {
+		return err
+	}
+	if o.ClusterIP != "" && o.ClusterIP == o.MasterIP {
+		return ecode.Errorf(ecode.Inval, "the cluster IP %s must differ from the master's own primary IP (--master-ip)", o.ClusterIP)
+	}
 	if o.RPCPort == 0 {
 		o.RPCPort = config.DefaultRPCPort
 	}
@@ -301,6 +313,9 @@ func writeConfig(ctx context.Context, o InitOptions, path string) error {
 		UIDPool:              o.UIDPool,
 		GanetiDropin:         o.GanetiDropin,
 		GanetiRoot:           o.GanetiRoot,
+		ClusterIP:            o.ClusterIP,
+		MasterNetdev:         o.MasterNetdev,
+		MasterNetmask:        o.MasterNetmask,
 	}
 	g := &config.NodeGroup{Meta: config.Meta{Name: "default"}, AllocPolicy: "preferred", NDParams: config.Params{}}
 	m := &config.Node{Meta: config.Meta{Name: o.MasterName}, PrimaryIP: o.MasterIP, SecondaryIP: o.MasterIP,

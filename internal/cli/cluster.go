@@ -119,6 +119,8 @@ func (a *app) clusterModifyCmd() *cobra.Command {
 		poolSize, maxRunning, queueSize int
 		macPrefix, hvs, templates       string
 		sharedFileDir                   string
+		clusterIP, masterNetdev         string
+		masterNetmask                   int
 		hvSpecs, osSpecs                []string
 		be, nic, hiddenOS, blackOS      string
 		applyUIDs                       func(map[string]any) error
@@ -133,7 +135,8 @@ commas, with "hv:" or "os:" in front where a hypervisor or OS is named; in
 -O, "-key" resets a key to its default.`,
 		Example: `  corral cluster modify --candidate-pool-size 5 --max-running-jobs 10
   corral cluster modify -H kvm:kernel_path=/boot/vmlinuz,acpi=true -B memory=1G,vcpus=2
-  corral cluster modify --hidden-os add:debian-old,remove:centos`,
+  corral cluster modify --hidden-os add:debian-old,remove:centos
+  corral cluster modify --cluster-ip 192.0.2.1 --master-netdev br0 --master-netmask 24`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			op := map[string]any{"OP_ID": "OP_CLUSTER_SET_PARAMS"}
@@ -155,6 +158,15 @@ commas, with "hv:" or "os:" in front where a hypervisor or OS is named; in
 			}
 			if fl.Changed("shared-file-storage-dir") {
 				op["shared_file_storage_dir"] = sharedFileDir
+			}
+			if fl.Changed("cluster-ip") {
+				op["cluster_ip"] = clusterIP
+			}
+			if fl.Changed("master-netdev") {
+				op["master_netdev"] = masterNetdev
+			}
+			if fl.Changed("master-netmask") {
+				op["master_netmask"] = masterNetmask
 			}
 			lists := []struct {
 				flag, param, val string
@@ -224,6 +236,9 @@ commas, with "hv:" or "os:" in front where a hypervisor or OS is named; in
 	f.IntVar(&queueSize, "job-queue-size", 0, "how many jobs the queue may hold")
 	f.StringVar(&macPrefix, "mac-prefix", "", "prefix of generated MAC addresses (three octets, e.g. aa:00:00)")
 	f.StringVar(&sharedFileDir, "shared-file-storage-dir", "", "directory of the sharedfile template, mounted at this path on every node")
+	f.StringVar(&clusterIP, "cluster-ip", "", "the cluster's floating address (Ganeti's master IP), held by the node the master runs on; \"\" removes it")
+	f.StringVar(&masterNetdev, "master-netdev", "", "network device the cluster IP is put on")
+	f.IntVar(&masterNetmask, "master-netmask", 0, "prefix length of the cluster IP")
 	f.StringVar(&hvs, "enabled-hypervisors", "", "comma-separated hypervisors instances may use; the first is the default")
 	f.StringVar(&templates, "enabled-disk-templates", "", "comma-separated disk templates instances may use (diskless, file, rbd)")
 	f.StringArrayVarP(&hvSpecs, "hypervisor-parameters", "H", nil, "hypervisor defaults, HV:key=value,... (repeatable)")

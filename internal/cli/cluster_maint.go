@@ -17,7 +17,7 @@ import (
 func (a *app) clusterMaintCommands() []*cobra.Command {
 	return []*cobra.Command{a.clusterGetMasterCmd(), a.clusterVersionCmd("version"), a.clusterVerifyDisksCmd(), a.clusterRepairDiskSizesCmd(),
 		a.clusterCommandCmd(), a.clusterCopyFileCmd(), a.clusterRedistConfCmd(),
-		a.clusterRenameCmd()}
+		a.clusterRenameCmd(), a.clusterActivateMasterIPCmd(), a.clusterDeactivateMasterIPCmd()}
 }
 
 // versionHead is `corral version`, the same as `corral cluster version`.

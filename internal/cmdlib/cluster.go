@@ -187,6 +187,10 @@ func setClusterBEParams(c *config.Cluster, upd map[string]any) error {
 type clusterSetParamsLU struct {
 	Cluster *config.Cluster `json:"cluster"`
 	SSHSync bool            `json:"ssh_sync,omitempty"` // the SSH files follow a changed switch
+	// MasterIPMoved: the cluster IP's parameters change; OldMasterIP are
+	// the old ones when there was a cluster IP (masterip.go).
+	MasterIPMoved bool                  `json:"master_ip_moved,omitempty"`
+	OldMasterIP   *nodeapi.MasterIPArgs `json:"old_master_ip,omitempty"`
 }
 
 func (lu *clusterSetParamsLU) Locks(p *Processor, op *opcodes.Op) []locking.Request {
@@ -380,6 +384,9 @@ func (lu *clusterSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opco
 	if err := setClusterIPolicy(op, c, &changed); err != nil {
 		return err
 	}
+	if lu.OldMasterIP, lu.MasterIPMoved, err = setMasterNetwork(p, op, c, &changed); err != nil {
+		return err
+	}
 	if !changed {
 		return ecode.Errorf(ecode.Inval, "Please give at least one of the parameters")
 	}
@@ -388,7 +395,7 @@ func (lu *clusterSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opco
 }
 
 func (lu *clusterSetParamsLU) Steps() []Step {
-	return append([]Step{lu.updateStep()}, lu.sshSteps()...)
+	return append(lu.masterIPSteps([]Step{lu.updateStep()}), lu.sshSteps()...)
 }
 
 func (lu *clusterSetParamsLU) updateStep() Step {
@@ -433,8 +440,26 @@ func (lu *clusterDestroyLU) Prereq(ctx context.Context, p *Processor, op *opcode
 	return nil
 }
 
-func (lu *clusterDestroyLU) Steps() []Step { return nil }
-func (lu *clusterDestroyLU) Result() any   { return lu.Master }
+// Steps take the cluster IP off the master's node, as Ganeti's destroy
+// does; a node that cannot is a warning.
+func (lu *clusterDestroyLU) Steps() []Step {
+	return []Step{{"master-ip", func(ctx context.Context, s *StepCtx) error {
+		c := s.Cfg().Cluster()
+		if c.ClusterIP == "" {
+			return nil
+		}
+		n, err := s.p.MasterIPNode()
+		if err == nil {
+			err = s.RPC(ctx, n, nodeapi.DeactivateMasterIP, masterIPArgs(c), nil)
+		}
+		if err != nil {
+			s.Logf(ctx, "Warning: could not take the master IP %s off the master's node: %v", c.ClusterIP, err)
+		}
+		return nil
+	}}}
+}
+
+func (lu *clusterDestroyLU) Result() any { return lu.Master }
 
 // ---- helpers shared by verify
 

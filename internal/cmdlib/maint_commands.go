@@ -240,9 +240,9 @@ func (lu *clusterRedistConfLU) Result() any { return nil }
 
 // ---- OP_CLUSTER_RENAME
 
-// clusterRenameLU changes the cluster's name. Corral's cluster has no
-// address of its own (the master's node's), so unlike Ganeti's the new
-// name need not resolve and no address moves; the ssconf files follow the
+// clusterRenameLU changes the cluster's name. Corral's cluster IP is set
+// on its own (masterip.go), not resolved from the name, so unlike Ganeti's
+// the new name need not resolve and no address moves; the ssconf files follow the
 // configuration. The certificates keep the name they were issued with
 // (the CA's subject); `renew-crypto --new-rapi-certificate` issues RAPI's
 // again for clients that check the new name. The result is the new name.

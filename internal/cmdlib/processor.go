@@ -69,6 +69,10 @@ type Processor struct {
 	RPC    NodeRPC
 	Log    *slog.Logger
 	Master *config.Node // the node corrald runs on (for on_master work)
+	// SelfNode names the node this corrald runs on when it knows it (an
+	// elected master's candidate name): the node that holds the cluster
+	// IP. "" or a name that is no node: the configuration's master node.
+	SelfNode string
 	// StoreHealth reports the members of a replicated store (etcd) for
 	// cluster verify; nil for the embedded store.
 	StoreHealth func(ctx context.Context) ([]store.MemberHealth, error)
@@ -111,7 +115,7 @@ func NewProcessor(cfg *confdb.DB, rpc NodeRPC, log *slog.Logger) *Processor {
 // Register adds Ganeti's units, and the timeouts of the node calls they
 // make that wait on purpose, to r.
 func (p *Processor) Register(r *engine.Registry) {
-	for _, area := range [][]engine.Op{p.coreUnits(), p.tagUnits(), p.groupUnits(), p.diskUnits(), p.osUnits(), p.cryptoUnits(), p.backupUnits(), p.housekeepingUnits(), p.rescueUnits(), p.evacuateUnits(), p.migrateUnits(), p.maintDiskUnits(), p.maintCommandUnits(), p.nodePowerUnits(), p.networkUnits(), p.moveUnits(), p.multiAllocUnits()} {
+	for _, area := range [][]engine.Op{p.coreUnits(), p.tagUnits(), p.groupUnits(), p.diskUnits(), p.osUnits(), p.cryptoUnits(), p.backupUnits(), p.housekeepingUnits(), p.rescueUnits(), p.evacuateUnits(), p.migrateUnits(), p.maintDiskUnits(), p.maintCommandUnits(), p.masterIPUnits(), p.nodePowerUnits(), p.networkUnits(), p.moveUnits(), p.multiAllocUnits()} {
 		r.Register(area...)
 	}
 	registerCallTimeouts(r)

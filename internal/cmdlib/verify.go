@@ -60,6 +60,7 @@ func (lu *clusterVerifyLU) Steps() []Step {
 		for _, n := range s.Cfg().Nodes() {
 			lu.verifyNode(ctx, s.p, n)
 		}
+		lu.verifyMasterIP(ctx, s.p)
 		lu.verifySharedDirs(ctx, s.p)
 		for _, m := range lu.Messages {
 			s.Logf(ctx, "%s", m)

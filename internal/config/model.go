@@ -159,6 +159,14 @@ type Cluster struct {
 	// declared offline (Corral only; off by default).
 	AutoFailover bool `json:"auto_failover,omitempty"`
 
+	// ClusterIP is the cluster's floating address (Ganeti's master IP):
+	// the node the master runs on holds it on MasterNetdev, with prefix
+	// length MasterNetmask (0 means 32). "" when the cluster has none;
+	// the master's node's primary IP then stands for it (masterip.go).
+	ClusterIP     string `json:"cluster_ip,omitempty"`
+	MasterNetdev  string `json:"master_netdev,omitempty"`
+	MasterNetmask int    `json:"master_netmask,omitempty"`
+
 	// GanetiDropin makes the master stand in for a Ganeti master on its
 	// machine (package ganetidropin): it also serves LUXI on Ganeti's
 	// socket paths and keeps Ganeti's ssconf files current, under the

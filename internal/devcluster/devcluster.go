@@ -42,6 +42,19 @@ type Options struct {
 	WatcherEvery time.Duration
 	CorraldArgs  []string // extra corrald flags, e.g. --max-connections
 	NodeArgs     []string // extra corral-node flags, e.g. --agent-ramdisk
+	// NodeArgsFor are extra corral-node flags of one node, by node name
+	// (e.g. a --master-ip-netns of its own).
+	NodeArgsFor map[string][]string
+	// ClusterIP, MasterNetdev and MasterNetmask are the cluster's master
+	// network parameters at init (see bootstrap.InitOptions).
+	ClusterIP     string
+	MasterNetdev  string
+	MasterNetmask int
+	// CandidatesOnNodes names the n-th master candidate "node<n>", after
+	// the n-th node, as when every candidate runs on a node of its own
+	// (the node whose name a master has holds the cluster IP). It needs
+	// Nodes >= Masters-1.
+	CandidatesOnNodes bool
 	// Store is the store backend: bbolt (default) or etcd. With etcd the
 	// dev cluster starts EtcdMembers members (1 or 3, default 1) as the
 	// user corral-etcd on the master's address, inits the cluster on bbolt
@@ -241,6 +254,9 @@ func (o *Options) fill() error {
 	if o.ManagedEtcd && o.Store != storecfg.BackendEtcd {
 		return errors.New("managed etcd members asked for a cluster on bbolt: add --store etcd")
 	}
+	if o.CandidatesOnNodes && o.Nodes < o.Masters-1 {
+		return fmt.Errorf("%d masters named after nodes need at least %d nodes besides the master's, not %d", o.Masters, o.Masters-1, o.Nodes)
+	}
 	if o.Masters > 1 && o.Store != storecfg.BackendEtcd {
 		return fmt.Errorf("%d masters asked for a cluster on bbolt: master candidates need --store etcd", o.Masters)
 	}
@@ -344,6 +360,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 		Name: o.Name, Layout: l, MasterName: "node1", MasterIP: ips[0], RPCPort: rpcPort, JoinPort: joinPort,
 		EnabledHypervisors: o.Hypervisors, HVParams: hvp, SetOwners: true, NodeDirName: "node1",
 		GanetiDropin: o.GanetiDropin, GanetiRoot: o.GanetiRoot,
+		ClusterIP: o.ClusterIP, MasterNetdev: o.MasterNetdev, MasterNetmask: o.MasterNetmask,
 	}); err != nil {
 		return nil, err
 	}
@@ -364,6 +381,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 		// directory is root's alone, the dev cluster's is searchable.
 		args = append(args, "--coe-dir", filepath.Join(o.StateDir, "coe", name))
 		args = append(args, o.NodeArgs...)
+		args = append(args, o.NodeArgsFor[name]...)
 		p, err := start(filepath.Join(o.BinDir, "corral-node"), args, filepath.Join(o.StateDir, "logs", name+".log"), nil, nil)
 		if err != nil {
 			return err
@@ -401,7 +419,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 			args = append(args, "--baremetal-api-cert", pub)
 		}
 		if o.Store == storecfg.BackendEtcd {
-			cargs, err := candidateArgs(runDir, n, !o.NoForward)
+			cargs, err := candidateArgs(runDir, n, o.candidateName(n), !o.NoForward)
 			if err != nil {
 				return err
 			}
@@ -457,7 +475,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	// The other candidates start once the first is master, so they come
 	// up as standbys.
 	for n := 2; n <= o.Masters; n++ {
-		o.Log("Starting master candidate %s (standby, socket %s)", CandidateName(n), CandidateSocket(runDir, n))
+		o.Log("Starting master candidate %s (standby, socket %s)", o.candidateName(n), CandidateSocket(runDir, n))
 		if err := prepareCandidateRunDir(l.MasterRunDir(), filepath.Dir(CandidateSocket(runDir, n))); err != nil {
 			return st, err
 		}

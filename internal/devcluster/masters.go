@@ -42,6 +42,15 @@ func CandidateName(n int) string {
 	return "node1-" + strconv.Itoa(n)
 }
 
+// candidateName is the n-th corrald's name in the master election under
+// these options (see Options.CandidatesOnNodes).
+func (o Options) candidateName(n int) string {
+	if o.CandidatesOnNodes {
+		return "node" + strconv.Itoa(n)
+	}
+	return CandidateName(n)
+}
+
 // candidateRunDir is the run directory of the n-th corrald: the cluster's
 // for the first, a directory of its own below it for the others.
 func candidateRunDir(runDir string, n int) string {
@@ -92,8 +101,8 @@ func prepareCandidateRunDir(ref, dir string) error {
 // candidateArgs are the election flags of the n-th corrald: its name,
 // and either a forward address on a free loopback port (forward) or its
 // socket as the address standbys name.
-func candidateArgs(runDir string, n int, forward bool) ([]string, error) {
-	args := []string{"--candidate-name", CandidateName(n)}
+func candidateArgs(runDir string, n int, name string, forward bool) ([]string, error) {
+	args := []string{candidateNameFlag, name}
 	if !forward {
 		return append(args, "--candidate-address", CandidateSocket(runDir, n)), nil
 	}
@@ -106,7 +115,10 @@ func candidateArgs(runDir string, n int, forward bool) ([]string, error) {
 	return append(args, forwardFlag, addr), nil
 }
 
-const forwardFlag = "--forward-address"
+const (
+	forwardFlag       = "--forward-address"
+	candidateNameFlag = "--candidate-name"
+)
 
 // Candidate is one corrald of a dev cluster.
 type Candidate struct {
@@ -138,6 +150,9 @@ func (st *State) Candidates() []Candidate {
 			sock = st.Socket
 		}
 		c := Candidate{Proc: name, Name: CandidateName(n), Socket: sock}
+		if i := slices.Index(proc.Args, candidateNameFlag); i >= 0 && i+1 < len(proc.Args) {
+			c.Name = proc.Args[i+1]
+		}
 		if i := slices.Index(proc.Args, forwardFlag); i >= 0 && i+1 < len(proc.Args) {
 			c.Forward = proc.Args[i+1]
 		}

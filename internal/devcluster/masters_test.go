@@ -59,12 +59,12 @@ func TestCandidates(t *testing.T) {
 }
 
 func TestCandidateArgs(t *testing.T) {
-	got, err := candidateArgs("/run/crl-x", 2, false)
+	got, err := candidateArgs("/run/crl-x", 2, Options{}.candidateName(2), false)
 	if want := []string{"--candidate-name", "node1-2", "--candidate-address", "/run/crl-x/c2/master/luxi.sock"}; err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("without forwarding: %q, %v; want %q", got, err, want)
 	}
-	got, err = candidateArgs("/run/crl-x", 3, true)
-	if err != nil || len(got) != 4 || got[0] != "--candidate-name" || got[1] != "node1-3" || got[2] != "--forward-address" {
+	got, err = candidateArgs("/run/crl-x", 3, Options{CandidatesOnNodes: true}.candidateName(3), true)
+	if err != nil || len(got) != 4 || got[0] != "--candidate-name" || got[1] != "node3" || got[2] != "--forward-address" {
 		t.Fatalf("with forwarding: %q, %v", got, err)
 	}
 	host, port, err := net.SplitHostPort(got[3])

@@ -119,8 +119,8 @@ func Values(s Snapshot) map[string]string {
 		// cluster CA instead, so there is none to list.
 		"master_candidates_certs": nil,
 		"master_ip":               {s.MasterIP},
-		"master_netdev":           {""},
-		"master_netmask":          {"32"},
+		"master_netdev":           {c.MasterNetdev},
+		"master_netmask":          {strconv.Itoa(c.MasterIPNetmask())},
 		"master_node":             {master},
 		"node_list":               names,
 		"node_primary_ips":        primary,

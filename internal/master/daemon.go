@@ -284,6 +284,11 @@ func openOn(ctx context.Context, opts Options, st store.Store, term *election.Te
 	units := engine.NewRegistry(opcodes.Default())
 	d.rpc = &nodeRPC{client: client, cfg: d.cfg, term: term, metrics: d.metrics, timeouts: units}
 	d.proc = cmdlib.NewProcessor(d.cfg, d.rpc, opts.Logger)
+	if term != nil {
+		// Candidates are named after the node they run on (their host
+		// name by default): that node holds the cluster IP.
+		d.proc.SelfNode = term.Name
+	}
 	d.ssconfRewrites = make(chan chan error)
 	d.proc.RewriteSsconf = d.rewriteSsconf
 	d.machines = &baremetal.Deps{Cfg: d.cfg, RPC: d.rpc, Timeouts: opts.MachineTimeouts,
@@ -446,6 +451,15 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	go func() {
 		defer bg.Done()
 		d.reconcilers.Run(ctx)
+	}()
+	// The master's node takes the cluster IP and the others let it go,
+	// as Ganeti's master start and master-failover do.
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		if err := d.proc.ClaimMasterIP(ctx); err != nil {
+			d.log.Error("could not activate the master IP; 'corral cluster activate-master-ip' retries", "err", err)
+		}
 	}()
 	maxConns, adminConns := srv.MaxConns()
 	d.log.Info("corrald serving", "luxi", d.opts.SocketPath, "max_connections", maxConns, "admin_connections", adminConns, "join", joinAddr, "forward", d.opts.ForwardAddress, "epoch", d.cfg.Cluster().Epoch, "pid", os.Getpid())

@@ -125,10 +125,22 @@ func (d *Daemon) rewriteSsconf(ctx context.Context) (bool, error) {
 func (d *Daemon) ssconfSnapshot() ganetidropin.Snapshot {
 	c := d.cfg.Cluster()
 	s := ganetidropin.Snapshot{Cluster: c, Nodes: d.cfg.Nodes(), Groups: d.cfg.Groups(), Instances: d.cfg.Instances(), Networks: d.cfg.Networks(), Release: Version}
-	if n, ok := d.cfg.Node(c.MasterNode); ok {
-		s.MasterIP = n.PrimaryIP
-	}
+	s.MasterIP = d.masterIP()
 	return s
+}
+
+// masterIP is the cluster's master address as ssconf and QueryClusterInfo
+// show it: the cluster IP when there is one, else the master node's
+// primary IP.
+func (d *Daemon) masterIP() string {
+	c := d.cfg.Cluster()
+	if c.ClusterIP != "" {
+		return c.ClusterIP
+	}
+	if n, ok := d.cfg.Node(c.MasterNode); ok {
+		return n.PrimaryIP
+	}
+	return ""
 }
 
 // sleepCtx waits for dur; false if ctx ended first.

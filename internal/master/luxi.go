@@ -426,7 +426,7 @@ func (d *Daemon) clusterInfo() map[string]any {
 		"beparams": map[string]any{"default": c.BEParams}, "osparams": osp, "ipolicy": cmdlib.ClusterIPolicy(c),
 		"nicparams": map[string]any{"default": c.NICParams}, "ndparams": cmdlib.ClusterNDParams(c), "diskparams": cmdlib.ClusterDiskParams(),
 		"candidate_pool_size": c.CandidatePoolSize, "max_running_jobs": c.MaxRunningJobs, "max_tracked_jobs": c.MaxTrackedJobs,
-		"job_queue_size": c.JobQueueSize, "mac_prefix": c.MACPrefix, "master_netdev": "", "master_netmask": 32,
+		"job_queue_size": c.JobQueueSize, "mac_prefix": c.MACPrefix, "master_netdev": c.MasterNetdev, "master_netmask": c.MasterIPNetmask(), "master_ip": d.masterIP(), "cluster_ip": c.ClusterIP,
 		"use_external_mip_script": false, "volume_group_name": nil, "drbd_usermode_helper": nil,
 		"file_storage_dir": c.FileStorageDir, "shared_file_storage_dir": c.SharedFileStorageDir, "gluster_storage_dir": "",
 		"maintain_node_health": false, "ctime": c.CTime, "mtime": c.MTime, "uuid": c.UUID, "tags": tags,

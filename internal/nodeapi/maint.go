@@ -47,3 +47,30 @@ type WriteFileArgs struct {
 	Data []byte `json:"data"`
 	Mode uint32 `json:"mode"`
 }
+
+// Node RPCs of the cluster's floating master address (Ganeti's
+// node_activate_master_ip and node_deactivate_master_ip, and a query of
+// their effect for cluster verify). Each is idempotent.
+const (
+	// ActivateMasterIP adds the address to the master network device.
+	ActivateMasterIP = "node_activate_master_ip"
+	// DeactivateMasterIP removes it.
+	DeactivateMasterIP = "node_deactivate_master_ip"
+	// MasterIPStatus reports whether the address is on the device.
+	MasterIPStatus = "node_master_ip_status"
+)
+
+// MasterIPArgs are the master network parameters (Ganeti's
+// MasterNetworkParameters less the node and the IP family).
+type MasterIPArgs struct {
+	Address string `json:"ip"`
+	Netmask int    `json:"netmask"` // prefix length
+	Netdev  string `json:"netdev"`
+}
+
+// MasterIPReply says whether the address is on the device after the call
+// and whether the call changed anything.
+type MasterIPReply struct {
+	Present bool `json:"present"`
+	Changed bool `json:"changed,omitempty"`
+}

@@ -23,6 +23,9 @@ func (s *Server) maintRoutes() {
 	handle(s, nodeapi.HasIPAddress, s.hasIPAddress)
 	handle(s, nodeapi.RunCommand, s.runCommand)
 	handle(s, nodeapi.WriteFile, s.writeFile)
+	handle(s, nodeapi.ActivateMasterIP, s.activateMasterIP)
+	handle(s, nodeapi.DeactivateMasterIP, s.deactivateMasterIP)
+	handle(s, nodeapi.MasterIPStatus, s.masterIPStatus)
 }
 
 // hasIPAddress answers whether this node owns the address, as Ganeti

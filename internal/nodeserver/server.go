@@ -87,6 +87,11 @@ type Options struct {
 	// NoClusterCommands refuses the RPCs of `corral cluster command` and
 	// `cluster copyfile` (corral-node --cluster-commands=false).
 	NoClusterCommands bool
+	// MasterIPNetns is the network namespace the master network device is
+	// in when this node holds the cluster's master IP (masterip.go); "":
+	// the daemon's own. Several nodes on one machine (a dev cluster) each
+	// get one of their own.
+	MasterIPNetns string
 }
 
 // Server is a running node daemon.

@@ -33,6 +33,8 @@ func maintDefs() []Def {
 			nodes, group,
 		}},
 		{ID: "OP_CLUSTER_REDIST_CONF", Doc: "write again what the nodes keep from the configuration: every node's SSH key files and, in Ganeti drop-in mode, the ssconf files", Params: nil},
+		{ID: "OP_CLUSTER_ACTIVATE_MASTER_IP", Doc: "put the cluster IP (the floating master address) on the master network device of the node the master runs on", Params: nil},
+		{ID: "OP_CLUSTER_DEACTIVATE_MASTER_IP", Doc: "take the cluster IP off the master network device of the node the master runs on", Params: nil},
 		{ID: "OP_CLUSTER_RENAME", KeyPrm: "name", Doc: "rename the cluster", Params: []Param{
 			{Name: "name", Type: TNEString, Required: true, Doc: "the cluster's new name"},
 		}},

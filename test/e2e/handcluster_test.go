@@ -65,11 +65,12 @@ func (h *handCluster) initArgs(name string, extra ...string) []string {
 }
 
 // startNode starts the node daemon (as root), killed when the test ends.
-func (h *handCluster) startNode() <-chan error {
+func (h *handCluster) startNode(extra ...string) <-chan error {
 	h.t.Helper()
-	node := exec.Command(filepath.Join(binDir, "corral-node"), "--state-dir", h.l.NodeDir(""), "--run-dir", h.l.NodeRunDir(""),
+	args := []string{"--state-dir", h.l.NodeDir(""), "--run-dir", h.l.NodeRunDir(""),
 		"--listen", net.JoinHostPort(h.ip, strconv.Itoa(h.rpcPort)), "--hypervisors", "fake",
-		"--ssh-dir", filepath.Join(h.l.NodeDir(""), "ssh")) // never the machine's own /root/.ssh
+		"--ssh-dir", filepath.Join(h.l.NodeDir(""), "ssh")} // never the machine's own /root/.ssh
+	node := exec.Command(filepath.Join(binDir, "corral-node"), append(args, extra...)...)
 	return h.start(node, "node.log")
 }
 

@@ -28,6 +28,8 @@ REQUIRED = {
     "OP_CLUSTER_SET_PARAMS": {},
     "OP_CLUSTER_DESTROY": {},
     "OP_CLUSTER_RENEW_CRYPTO": {},
+    "OP_CLUSTER_ACTIVATE_MASTER_IP": {},
+    "OP_CLUSTER_DEACTIVATE_MASTER_IP": {},
     "OP_NODE_ADD": {"node_name": "node2.example.com"},
     "OP_NODE_REMOVE": {"node_name": "node2.example.com"},
     "OP_NODE_SET_PARAMS": {"node_name": "node2.example.com"},
