@@ -22,7 +22,7 @@
 # package's service is not kept running: see below).
 # Idempotent; needs root.
 set -euo pipefail
-pkgs=(qemu-system-x86 qemu-utils qemu-block-extra ceph-mon ceph-mgr ceph-osd ceph-common socat busybox-static cpio e2fsprogs iproute2 lz4 make gcc etcd-server etcd-client python3-ganeti-rapi systemd nftables ganeti ganeti-os-noop openssh-server fping curl openipmi ipmitool xorriso isolinux syslinux-common dnsmasq-base ipxe-qemu python3-sushy python3-openstackclient python3-ironicclient containerd runc containernetworking-plugins)
+pkgs=(qemu-system-x86 qemu-utils qemu-block-extra ceph-mon ceph-mgr ceph-osd ceph-common socat busybox-static cpio e2fsprogs iproute2 lz4 make gcc etcd-server etcd-client python3-ganeti-rapi systemd nftables ganeti ganeti-os-noop openssh-server fping curl openipmi ipmitool xorriso isolinux syslinux-common dnsmasq-base ipxe-qemu python3-sushy python3-openstackclient python3-ironicclient python3-magnumclient containerd runc containernetworking-plugins)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
