@@ -212,8 +212,20 @@ func (h *Hypervisor) HotAddNIC(ctx context.Context, name string, n hypervisor.NI
 		return ecode.ExecErrorf("hotplug nic %d into %s: %w", n.Index, name, err)
 	}
 	defer c.Close()
-	netdev := map[string]any{"type": "tap", "id": netdevID(n.Index), "ifname": n.Tap, "script": "no", "downscript": "no"}
+	// qemu runs as its own user by now: the node opens the tap and
+	// hands qemu the descriptor under a name netdev_add then uses.
+	tap, err := openTap(n.Tap)
+	if err != nil {
+		return ecode.ExecErrorf("hotplug nic %d into %s: %w", n.Index, name, err)
+	}
+	defer tap.Close()
+	fdName := netdevID(n.Index) + "-tap"
+	if _, err := c.ExecuteWithFD(ctx, "getfd", map[string]any{"fdname": fdName}, int(tap.Fd())); err != nil {
+		return ecode.ExecErrorf("hotplug nic %d into %s: pass the tap: %w", n.Index, name, err)
+	}
+	netdev := map[string]any{"type": "tap", "id": netdevID(n.Index), "fd": fdName}
 	if _, err := c.Execute(ctx, "netdev_add", netdev); err != nil {
+		_, _ = c.Execute(ctx, "closefd", map[string]any{"fdname": fdName})
 		return ecode.ExecErrorf("hotplug nic %d into %s: %w", n.Index, name, err)
 	}
 	dev := map[string]any{"driver": nicDriver, "netdev": netdevID(n.Index), "id": nicDeviceID(n.Index), "addr": pciAddr(nicSlot(n.Index))}
