@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/corral/corral/internal/ecode"
 )
@@ -280,8 +281,28 @@ func (r *RBD) Remove(ctx context.Context, instUUID string, d Disk) error {
 	return r.removeImage(ctx, l, l.Image)
 }
 
+// rbdWatchExpiry is how long a client that died with an image open keeps
+// it busy: the OSDs drop its watch after osd_client_watch_timeout (30 s by
+// default), plus room for a loaded cluster.
+const rbdWatchExpiry = 40 * time.Second
+
 func (r *RBD) removeImage(ctx context.Context, l RBDLocation, image string) error {
-	err := r.rbd(ctx, l, nil, nil, "rm", "--no-progress", l.Pool+"/"+image)
+	deadline := time.Now().Add(rbdWatchExpiry)
+	for {
+		err := r.rbd(ctx, l, nil, nil, "rm", "--no-progress", l.Pool+"/"+image)
+		if !isErrno(err, syscall.EBUSY) || time.Now().After(deadline) {
+			return removeImageResult(l, image, err)
+		}
+		// A qemu that was killed leaves its watch until it expires.
+		select {
+		case <-ctx.Done():
+			return removeImageResult(l, image, err)
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+func removeImageResult(l RBDLocation, image string, err error) error {
 	if err == nil || isErrno(err, syscall.ENOENT) {
 		return nil
 	}

@@ -451,10 +451,11 @@ func (h *Hypervisor) Stop(ctx context.Context, name string, timeout time.Duratio
 			}
 		}
 	}
-	if pid != 0 && force {
-		// A forced stop still lets qemu close its disks: "quit" ends it at
-		// once without the guest, and librbd leaves no watch behind that
-		// would keep the image busy for half a minute.
+	if pid != 0 {
+		// A forced stop, or a guest that ignored the power button, still
+		// lets qemu close its disks: "quit" ends it at once without the
+		// guest, and librbd leaves no watch behind that would keep the
+		// image busy for half a minute.
 		if quitQemu(ctx, rec, pid) {
 			pid = 0
 		}
