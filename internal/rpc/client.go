@@ -240,6 +240,12 @@ func (c *Client) newRequest(ctx context.Context, timeout time.Duration, node, ad
 	if opID != "" {
 		req.Header.Set(HeaderOp, opID)
 	}
+	// Every call may be sent twice: read-only calls change nothing, and a
+	// node answers a repeated operation id from its record. Marked so, a
+	// call that meets a pooled connection the node closed (a restarted
+	// node daemon) is sent again on a new one instead of failing. A nil
+	// value marks the request without sending the header.
+	req.Header["Idempotency-Key"] = nil
 	return req, t, cancel, nil
 }
 
