@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -77,7 +78,7 @@ func checkUsableDir(dir string, uid, gid int) error {
 	if uid < 0 {
 		return nil
 	}
-	sys, ok := st.Sys().(*unix.Stat_t)
+	sys, ok := st.Sys().(*syscall.Stat_t)
 	if !ok {
 		return fmt.Errorf("%s: no owner information", dir)
 	}
