@@ -119,7 +119,11 @@ func validateKVMMore(name string, full map[string]string) error {
 	bind := full[ParamSpiceBind]
 	if bind == "" {
 		for _, k := range spiceOnlyParams {
-			if v := full[k]; v != kvmMoreParams[k].def {
+			set := full[k] != "" && full[k] != "0"
+			if k == ParamSpiceUseTLS {
+				set = Bool(full, k) // stored configurations may spell it False
+			}
+			if set {
 				return errorf("hypervisor %s: SPICE: %s requires %s to be set", name, k, ParamSpiceBind)
 			}
 		}

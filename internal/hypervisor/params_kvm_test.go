@@ -100,3 +100,14 @@ func TestSplitKVMExtra(t *testing.T) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }
+
+// TestSpiceDefaultsInAnySpelling: a stored configuration spells booleans and
+// numbers its own way; unset SPICE options must not count as set.
+func TestSpiceDefaultsInAnySpelling(t *testing.T) {
+	hv := DefaultParams(KVM)
+	hv[ParamSpiceUseTLS] = "False"
+	hv[ParamSpiceIPVersion] = "0"
+	if err := ValidateParams(KVM, hv); err != nil {
+		t.Fatal(err)
+	}
+}
