@@ -89,6 +89,13 @@ func (lu *instanceSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opc
 		return err
 	}
 	lu.HV = updateParams(inst.HVParams, hvChecked)
+	if len(hvUpd) > 0 {
+		changed := *inst
+		changed.HVParams = lu.HV
+		if err := validateInstanceHV(c, &changed); err != nil {
+			return err
+		}
+	}
 	lu.OS = inst.OS
 	if o := op.Str("os_name"); o != "" {
 		lu.OS = o
