@@ -502,8 +502,29 @@ func validateInstanceHV(c *config.Cluster, inst *config.Instance) error {
 	return hypervisor.ValidateParams(inst.Hypervisor, filled)
 }
 
+// knownHVParams are the parameters a job may set for hypervisor hv: the
+// cluster's, and the hypervisor table's that a cluster created before they
+// existed lacks (their defaults typed as the cluster stores them).
+func knownHVParams(c *config.Cluster, hv string) config.Params {
+	known := config.Params{}
+	for k, d := range hypervisor.DefaultParams(hv) {
+		switch d {
+		case "true":
+			known[k] = true
+		case "false":
+			known[k] = false
+		default:
+			known[k] = d
+		}
+	}
+	for k, v := range c.HVParams[hv] {
+		known[k] = v
+	}
+	return known
+}
+
 func checkHVParams(c *config.Cluster, hv string, p map[string]any) (config.Params, error) {
-	known := c.HVParams[hv]
+	known := knownHVParams(c, hv)
 	out := config.Params{}
 	for k, v := range p {
 		if _, ok := known[k]; !ok {
