@@ -213,6 +213,9 @@ func (h *Hypervisor) HotAddNIC(ctx context.Context, name string, n hypervisor.NI
 	}
 	defer c.Close()
 	netdev := map[string]any{"type": "tap", "id": netdevID(n.Index), "ifname": n.Tap, "script": "no", "downscript": "no"}
+	if hypervisor.Bool(hv, hypervisor.ParamVhostNet) { // as a cold start's -netdev
+		netdev["vhost"] = true
+	}
 	if _, err := c.Execute(ctx, "netdev_add", netdev); err != nil {
 		return ecode.ExecErrorf("hotplug nic %d into %s: %w", n.Index, name, err)
 	}
