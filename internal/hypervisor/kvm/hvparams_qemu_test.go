@@ -1,15 +1,20 @@
 package kvm
 
 import (
+	"bytes"
 	"context"
+	"crypto/des"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/binary"
 	"encoding/json"
 	"encoding/pem"
+	"io"
 	"math/big"
+	"math/bits"
 	"net"
 	"os"
 	"os/exec"
@@ -312,5 +317,67 @@ func TestQemuStartRefusesBadHostParams(t *testing.T) {
 	}
 	if list, _ := h.List(context.Background()); len(list) != 0 {
 		t.Errorf("instances left: %+v", list)
+	}
+}
+
+// vncAuth runs the RFB 3.8 handshake with VNC authentication (DES of the
+// server's challenge, keyed by the password with each byte's bits reversed)
+// and reports whether the server accepted the password.
+func vncAuth(t *testing.T, sock, password string) bool {
+	t.Helper()
+	conn, err := net.DialTimeout("unix", sock, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	read := func(n int) []byte {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(conn, b); err != nil {
+			t.Fatalf("vnc: %v", err)
+		}
+		return b
+	}
+	if v := read(12); string(v) != "RFB 003.008\n" {
+		t.Fatalf("vnc version %q", v)
+	}
+	_, _ = conn.Write([]byte("RFB 003.008\n"))
+	types := read(int(read(1)[0]))
+	if !bytes.Contains(types, []byte{2}) {
+		t.Fatalf("vnc offers security types %v, not VNC authentication", types)
+	}
+	_, _ = conn.Write([]byte{2})
+	challenge := read(16)
+	key := make([]byte, 8)
+	copy(key, password)
+	for i, b := range key {
+		key[i] = bits.Reverse8(b)
+	}
+	block, err := des.NewCipher(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := make([]byte, 16)
+	block.Encrypt(resp[:8], challenge[:8])
+	block.Encrypt(resp[8:], challenge[8:])
+	_, _ = conn.Write(resp)
+	return binary.BigEndian.Uint32(read(4)) == 0
+}
+
+// TestQemuVNCPasswordFromFile: the password file's first line, set over QMP
+// after start, is the one a VNC client must give.
+func TestQemuVNCPasswordFromFile(t *testing.T) {
+	pwFile := filepath.Join(shortDir(t), "vnc.pw")
+	if err := os.WriteFile(pwFile, []byte("tiger12\nnot-this-one\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hv := map[string]string{"vnc_bind_address": "unix", "vnc_password_file": pwFile, "serial_console": "false"}
+	h, _, _ := startParamsQemu(t, "vncpw1.example.org", 1, 0, hv)
+	rec, _, _ := h.find("vncpw1.example.org")
+	if vncAuth(t, rec.path(fileVNC), "not-this") {
+		t.Error("VNC accepted a wrong password")
+	}
+	if !vncAuth(t, rec.path(fileVNC), "tiger12") {
+		t.Error("VNC refused the password from the file")
 	}
 }
