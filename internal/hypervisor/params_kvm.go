@@ -242,6 +242,20 @@ func checkUserShutdown(s string) error {
 	return nil
 }
 
+// NetQueues is the number of queue pairs of each paravirtual NIC: 1 unless
+// virtio_net_queues asks for more.
+func NetQueues(hv map[string]string) int {
+	full := MergeParams(DefaultParams(KVM), hv)
+	q, err := strconv.Atoi(full[ParamVirtioNetQueues])
+	if err != nil || q < 1 || full[ParamNICType] != TypeParavirtual {
+		return 1
+	}
+	return q
+}
+
+// MultiQueueTaps says whether an instance's taps must be multi-queue.
+func MultiQueueTaps(hv map[string]string) bool { return NetQueues(hv) > 1 }
+
 func checkVirtioNetQueues(s string) error {
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 || n > 8 {

@@ -198,8 +198,7 @@ func netdevOptions(hv map[string]string) (netdev, device string) {
 	if hypervisor.Bool(hv, hypervisor.ParamVhostNet) {
 		netdev += ",vhost=on"
 	}
-	q, _ := strconv.Atoi(hv[hypervisor.ParamVirtioNetQueues])
-	if q > 1 && hotpluggable(hv[hypervisor.ParamNICType]) {
+	if q := hypervisor.NetQueues(hv); q > 1 {
 		netdev += ",queues=" + strconv.Itoa(q)
 		device = ",mq=on,vectors=" + strconv.Itoa(2*q+2)
 	}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -58,9 +57,6 @@ func checkHostParams(spec hypervisor.InstanceSpec, hv map[string]string, uid, gi
 				return inval("%s %s is not a readable file", k, p)
 			}
 		}
-	}
-	if q, _ := strconv.Atoi(hv[hypervisor.ParamVirtioNetQueues]); q > 1 && len(spec.NICs) > 0 {
-		return inval("virtio_net_queues %d is not supported: the node creates its tap devices with a single queue", q)
 	}
 	return nil
 }

@@ -216,10 +216,17 @@ func (h *Hypervisor) HotAddNIC(ctx context.Context, name string, n hypervisor.NI
 	if hypervisor.Bool(hv, hypervisor.ParamVhostNet) { // as a cold start's -netdev
 		netdev["vhost"] = true
 	}
+	if q := hypervisor.NetQueues(hv); q > 1 {
+		netdev["queues"] = q
+	}
 	if _, err := c.Execute(ctx, "netdev_add", netdev); err != nil {
 		return ecode.ExecErrorf("hotplug nic %d into %s: %w", n.Index, name, err)
 	}
 	dev := map[string]any{"driver": nicDriver, "netdev": netdevID(n.Index), "id": nicDeviceID(n.Index), "addr": pciAddr(nicSlot(n.Index))}
+	if q := hypervisor.NetQueues(hv); q > 1 { // as a cold start's -device
+		dev["mq"] = true
+		dev["vectors"] = 2*q + 2
+	}
 	if n.MAC != "" {
 		dev["mac"] = n.MAC
 	}

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/corral/corral/internal/hypervisor"
+	"github.com/corral/corral/internal/netdev"
 )
 
 // startParamsQemu starts a real qemu (TCG, no disks: the firmware finds
@@ -379,5 +380,51 @@ func TestQemuVNCPasswordFromFile(t *testing.T) {
 	}
 	if !vncAuth(t, rec.path(fileVNC), "tiger12") {
 		t.Error("VNC refused the password from the file")
+	}
+}
+
+// TestQemuMultiQueueNIC starts a real qemu with a paravirtual NIC of two
+// queue pairs on a multi-queue tap the way the node creates it.
+func TestQemuMultiQueueNIC(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("creating a tap needs root")
+	}
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		requireQemu(t, "qemu-system-x86_64 is not installed")
+	}
+	uid, _ := qemuUID(t)
+	uuid := randomUUID(t)
+	tap := netdev.TapName(uuid, 0)
+	if err := netdev.CreateTapQueues(tap, strconv.Itoa(uid), netdev.ModeRouted, "", "", true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = netdev.DeleteTap(tap) })
+	h, err := New(Options{RunDir: shortDir(t), StateDir: t.TempDir(), CgroupMountinfo: "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "mq1.example.org"
+	spec := hypervisor.InstanceSpec{Name: name, UUID: uuid, MemoryMiB: 64, VCPUs: 2,
+		HVParams: map[string]string{"virtio_net_queues": "2", "serial_console": "false"},
+		NICs:     []hypervisor.NICSpec{{Index: 0, MAC: "aa:00:00:00:00:42", Mode: netdev.ModeRouted, Tap: tap}}}
+	t.Cleanup(func() { _ = h.Stop(context.Background(), name, 0, true) })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := h.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	rec, _, _ := h.find(name)
+	c, err := dialQMP(ctx, rec.path(fileQMP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var mq bool
+	qmpJSON(t, c, "qom-get", map[string]string{"path": "/machine/peripheral/nic0", "property": "mq"}, &mq)
+	if !mq {
+		t.Error("nic0 is not multi-queue")
+	}
+	if info := hmp(t, c, "info network"); strings.Count(info, "ifname="+tap) != 2 {
+		t.Errorf("want two queues on %s:\n%s", tap, info)
 	}
 }
