@@ -223,7 +223,7 @@ func TestCreateValidationChangesNothing(t *testing.T) {
 	if st, res := e.run(t, create("ok1", nil)); st != "success" {
 		t.Fatalf("create: %s %v", st, res)
 	}
-	if st, res := e.run(t, create("ok2", map[string]any{"hvparams": map[string]any{"cpu_mask": "0:all", "vhost_net": "no"}})); st != "success" {
+	if st, res := e.run(t, create("ok2", map[string]any{"hvparams": map[string]any{"cpu_mask": "0:all", "vhost_net": "no"}, "beparams": map[string]any{"vcpus": 2}})); st != "success" {
 		t.Fatalf("create with a parameter the cluster's stored hvparams lack: %s %v", st, res)
 	}
 	cases := []struct {
@@ -251,6 +251,7 @@ func TestCreateValidationChangesNothing(t *testing.T) {
 		{create("x14", map[string]any{"hvparams": map[string]any{"cpu_mask": "2-1"}}), ecode.Inval, "Invalid CPU ID range definition"},
 		{create("x15", map[string]any{"hvparams": map[string]any{"user_shutdown": true}}), ecode.Inval, "enabled_user_shutdown"},
 		{create("x16", map[string]any{"hvparams": map[string]any{"vnc_x509_verify": "yes"}}), ecode.Inval, "vnc_x509_path must be defined"},
+		{create("x17", map[string]any{"hvparams": map[string]any{"cpu_mask": "0:1:0"}, "beparams": map[string]any{"vcpus": 2}}), ecode.Inval, "Number of vCPUs [2] does not match the CPU mask [0:1:0]"},
 	}
 	serial := e.cfg.Serial()
 	for _, c := range cases {

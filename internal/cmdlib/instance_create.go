@@ -125,7 +125,7 @@ func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcode
 		return ecode.Errorf(ecode.State, "Guest OS '%s' is not allowed for installation", osName)
 	}
 	inst.OS = osName
-	if len(inst.HVParams) > 0 {
+	if len(inst.HVParams) > 0 || inst.BEParams["vcpus"] != nil {
 		if err := validateInstanceHV(c, inst); err != nil {
 			return err
 		}
@@ -499,7 +499,18 @@ func validateInstanceHV(c *config.Cluster, inst *config.Instance) error {
 			filled[k] = v
 		}
 	}
-	return hypervisor.ValidateParams(inst.Hypervisor, filled)
+	if err := hypervisor.ValidateParams(inst.Hypervisor, filled); err != nil {
+		return err
+	}
+	// One cpu_mask entry applies to every vCPU; several must be one each.
+	if mask, ok := filled[hypervisor.ParamCPUMask]; ok {
+		entries, _ := hypervisor.ParseCPUMask(mask) // validated above
+		vcpus := config.VCPUs(config.Fill(c.BEParams, inst.BEParams))
+		if len(entries) > 1 && len(entries) != vcpus {
+			return ecode.Errorf(ecode.Inval, "Number of vCPUs [%d] does not match the CPU mask [%s]", vcpus, mask)
+		}
+	}
+	return nil
 }
 
 // knownHVParams are the parameters a job may set for hypervisor hv: the

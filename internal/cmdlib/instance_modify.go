@@ -89,9 +89,9 @@ func (lu *instanceSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opc
 		return err
 	}
 	lu.HV = updateParams(inst.HVParams, hvChecked)
-	if len(hvUpd) > 0 {
+	if len(hvUpd) > 0 || beUpd["vcpus"] != nil {
 		changed := *inst
-		changed.HVParams = lu.HV
+		changed.HVParams, changed.BEParams = lu.HV, lu.BE
 		if err := validateInstanceHV(c, &changed); err != nil {
 			return err
 		}
