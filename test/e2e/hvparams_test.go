@@ -17,7 +17,7 @@ func TestKVMParamsShownAndChecked(t *testing.T) {
 	c := newCluster(t, clusterOpts{nodes: 1, hypervisors: []string{"fake"}})
 	c.mustSucceed(createOp("hv1", "", 16))
 
-	if out, err := c.corral("instance", "modify", "-H", "cpu_mask=1:0,cpu_cores=2,keymap=de,usb_mouse=tablet,disk_discard=unmap", "hv1"); err != nil {
+	if out, err := c.corral("instance", "modify", "-B", "vcpus=2", "-H", "cpu_mask=1:0,cpu_cores=2,keymap=de,usb_mouse=tablet,disk_discard=unmap", "hv1"); err != nil {
 		t.Fatalf("modify: %v\n%s", err, out)
 	}
 	out, err := c.corral("instance", "info", "hv1")
@@ -53,6 +53,7 @@ func TestKVMParamsShownAndChecked(t *testing.T) {
 		"vnc_x509_verify=true":                    "vnc_x509_path must be defined",
 		"kvm_extra=-runas root":                   "may not contain -runas",
 		"usb_devices=046d":                        "vendor:product",
+		"cpu_mask=0:1:0":                          "Number of vCPUs [2] does not match the CPU mask [0:1:0]",
 	} {
 		out, err := c.corral("instance", "modify", "-H", hv, "hv1")
 		if err == nil || !strings.Contains(out, reason) {
