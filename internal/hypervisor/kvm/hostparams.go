@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -145,6 +146,39 @@ func vcpuThreads(ctx context.Context, c *qmpClient) (map[int]int, error) {
 	return out, nil
 }
 
+// setAffinity restricts one thread to cpus (nil: every CPU of the node).
+func setAffinity(tid int, cpus []int) error {
+	var set unix.CPUSet
+	if cpus == nil {
+		for c := 0; c < runtime.NumCPU(); c++ {
+			set.Set(c)
+		}
+	}
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	return unix.SchedSetaffinity(tid, &set)
+}
+
+// pinProcess restricts every thread of qemu to cpus: a cpu_mask of one
+// entry places the whole machine, as in Ganeti.
+func pinProcess(pid int, cpus []int) error {
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return err
+	}
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(task.Name())
+		if err != nil {
+			continue
+		}
+		if err := setAffinity(tid, cpus); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("pinning thread %d: %w", tid, err)
+		}
+	}
+	return nil
+}
+
 // pinVCPUs applies cpu_mask to the running qemu's vCPU threads.
 func pinVCPUs(ctx context.Context, c *qmpClient, pins [][]int) error {
 	threads, err := vcpuThreads(ctx, c)
@@ -156,16 +190,7 @@ func pinVCPUs(ctx context.Context, c *qmpClient, pins [][]int) error {
 		if !ok {
 			return fmt.Errorf("qemu reports no thread for vCPU %d", i)
 		}
-		var set unix.CPUSet
-		if cpus == nil {
-			for c := 0; c < runtime.NumCPU(); c++ {
-				set.Set(c)
-			}
-		}
-		for _, c := range cpus {
-			set.Set(c)
-		}
-		if err := unix.SchedSetaffinity(tid, &set); err != nil {
+		if err := setAffinity(tid, cpus); err != nil {
 			return fmt.Errorf("pinning vCPU %d (thread %d): %w", i, tid, err)
 		}
 	}
@@ -188,7 +213,7 @@ func readPasswordFile(path string) (string, error) {
 
 // afterStart does what the parameters need of a running qemu: vCPU pinning
 // and console passwords. Its errors never carry a password.
-func afterStart(ctx context.Context, qmpSocket string, spec hypervisor.InstanceSpec, hv map[string]string) error {
+func afterStart(ctx context.Context, qmpSocket string, pid int, spec hypervisor.InstanceSpec, hv map[string]string) error {
 	pins, err := cpuPinning(hv[hypervisor.ParamCPUMask], spec.VCPUs, runtime.NumCPU())
 	if err != nil {
 		return err
@@ -208,7 +233,11 @@ func afterStart(ctx context.Context, qmpSocket string, spec hypervisor.InstanceS
 		return err
 	}
 	defer c.Close()
-	if pins != nil {
+	if entries, _ := hypervisor.ParseCPUMask(hv[hypervisor.ParamCPUMask]); len(entries) == 1 && pins != nil {
+		if err := pinProcess(pid, entries[0]); err != nil {
+			return fmt.Errorf("cpu_mask: %w", err)
+		}
+	} else if pins != nil {
 		if err := pinVCPUs(ctx, c, pins); err != nil {
 			return fmt.Errorf("cpu_mask: %w", err)
 		}

@@ -428,3 +428,28 @@ func TestQemuMultiQueueNIC(t *testing.T) {
 		t.Errorf("want two queues on %s:\n%s", tap, info)
 	}
 }
+
+// TestQemuCPUMaskOneEntryPinsProcess: a cpu_mask of one entry places every
+// thread of qemu, not only the vCPUs.
+func TestQemuCPUMaskOneEntryPinsProcess(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs")
+	}
+	_, _, pid := startParamsQemu(t, "pin1.example.org", 2, 0, map[string]string{"cpu_mask": "1", "serial_console": "false"})
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks) < 3 {
+		t.Fatalf("qemu has %d threads, want the main one and two vCPUs at least", len(tasks))
+	}
+	for _, task := range tasks {
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/status")
+		if err != nil {
+			continue // the thread ended
+		}
+		if !strings.Contains(string(data), "Cpus_allowed_list:\t1\n") {
+			t.Errorf("thread %s not pinned to CPU 1", task.Name())
+		}
+	}
+}

@@ -287,7 +287,7 @@ func (h *Hypervisor) Start(ctx context.Context, spec hypervisor.InstanceSpec) er
 	}
 	qpid := livePID(rec)
 	h.confineCgroups(rec, qpid)
-	if err := afterStart(ctx, rec.path(fileQMP), spec, hv); err != nil {
+	if err := afterStart(ctx, rec.path(fileQMP), qpid, spec, hv); err != nil {
 		if qpid != 0 {
 			_ = syscall.Kill(qpid, syscall.SIGKILL)
 			_, _ = waitGone(ctx, qpid, spec.UUID, 10*time.Second)
