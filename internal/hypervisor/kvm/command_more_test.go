@@ -1,6 +1,7 @@
 package kvm
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -221,5 +222,30 @@ func TestCheckHostParams(t *testing.T) {
 	if err := checkHostParams(spec, hv("vnc_bind_address", "127.0.0.1", "vnc_tls", "true", "vnc_x509_path", dir), -1, -1); err == nil ||
 		!strings.Contains(err.Error(), "lacks ca-cert.pem") {
 		t.Errorf("x509 dir without certificates: %v", err)
+	}
+}
+
+func TestHelpHasSpice(t *testing.T) {
+	if !helpHasSpice("-display none\n-spice [port=port][,tls-port=secured-port]\n") {
+		t.Error("-spice line not found")
+	}
+	if helpHasSpice("-display none\n-vnc display\n# -spice is not here\n") {
+		t.Error("found -spice where there is none")
+	}
+}
+
+// TestStartRefusesSpiceWithoutSpice: a qemu whose -help lacks -spice (the
+// test double's) is not started for an instance with spice_bind.
+func TestStartRefusesSpiceWithoutSpice(t *testing.T) {
+	e := newEnv(t, fakeModeNormal)
+	spec := fakeSpec(t, "spice0.example.org", testUUID)
+	spec.NetworkPort = 11010
+	spec.HVParams["spice_bind"] = "127.0.0.1"
+	err := e.h.Start(context.Background(), spec)
+	if err == nil || !strings.Contains(err.Error(), "SPICE is configured, but") {
+		t.Fatalf("Start = %v, want the SPICE refusal", err)
+	}
+	if list, _ := e.h.List(context.Background()); len(list) != 0 {
+		t.Fatalf("instances after the refusal: %+v", list)
 	}
 }

@@ -197,6 +197,16 @@ func pinVCPUs(ctx context.Context, c *qmpClient, pins [][]int) error {
 	return nil
 }
 
+// helpHasSpice reports whether qemu's help text offers -spice.
+func helpHasSpice(help string) bool {
+	for _, line := range strings.Split(help, "\n") {
+		if strings.HasPrefix(line, "-spice ") {
+			return true
+		}
+	}
+	return false
+}
+
 // readPasswordFile returns the first line of a console password file.
 func readPasswordFile(path string) (string, error) {
 	f, err := os.Open(path)

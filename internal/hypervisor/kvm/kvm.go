@@ -76,6 +76,7 @@ type Hypervisor struct {
 type qemuHelp struct {
 	runWith bool // -run-with user=,chroot=
 	sandbox bool // -sandbox (built with seccomp)
+	spice   bool // -spice (built with SPICE)
 }
 
 var _ hypervisor.Hypervisor = (*Hypervisor)(nil)
@@ -218,6 +219,9 @@ func (h *Hypervisor) Start(ctx context.Context, spec hypervisor.InstanceSpec) er
 	if err != nil {
 		return startErr(err)
 	}
+	if hv[hypervisor.ParamSpiceBind] != "" && !features.spice {
+		return startErr(ecode.Errorf(ecode.Environ, "instance %s: SPICE is configured, but %s is built without it (its -help has no -spice)", spec.Name, h.opts.QemuBinary))
+	}
 	runAs, uid, gid := id.Name, id.UID, id.GID
 	useChroot := hypervisor.Bool(hv, hypervisor.ParamUseChroot)
 
@@ -346,7 +350,7 @@ func (h *Hypervisor) qemuFeatures(ctx context.Context) (qemuHelp, error) {
 	if err != nil {
 		return v, ecode.Errorf(ecode.Environ, "cannot run %s: %v", h.opts.QemuBinary, err)
 	}
-	v = qemuHelp{runWith: helpHasRunWithUser(string(out)), sandbox: helpHasSandbox(string(out))}
+	v = qemuHelp{runWith: helpHasRunWithUser(string(out)), sandbox: helpHasSandbox(string(out)), spice: helpHasSpice(string(out))}
 	h.mu.Lock()
 	h.help[h.opts.QemuBinary] = v
 	h.mu.Unlock()
