@@ -223,6 +223,9 @@ func TestCreateValidationChangesNothing(t *testing.T) {
 	if st, res := e.run(t, create("ok1", nil)); st != "success" {
 		t.Fatalf("create: %s %v", st, res)
 	}
+	if st, res := e.run(t, create("ok2", map[string]any{"hvparams": map[string]any{"cpu_mask": "0:all", "vhost_net": "no"}, "beparams": map[string]any{"vcpus": 2}})); st != "success" {
+		t.Fatalf("create with a parameter the cluster's stored hvparams lack: %s %v", st, res)
+	}
 	cases := []struct {
 		op    map[string]any
 		class ecode.Class
@@ -243,6 +246,12 @@ func TestCreateValidationChangesNothing(t *testing.T) {
 		{create("x11", map[string]any{"mode": "clone"}), ecode.Inval, "Invalid instance creation mode 'clone'"},
 		{create("x12", map[string]any{"mode": "remote-import"}), ecode.Inval, "source_instance_name"},
 		{create("x13", map[string]any{"mode": "remote-import", "source_instance_name": "x"}), ecode.Environ, "domain secret"},
+		// Parameters the hypervisor's table checks, the cluster's stored
+		// hvparams lacking them (a cluster older than the parameter).
+		{create("x14", map[string]any{"hvparams": map[string]any{"cpu_mask": "2-1"}}), ecode.Inval, "Invalid CPU ID range definition"},
+		{create("x15", map[string]any{"hvparams": map[string]any{"user_shutdown": true}}), ecode.Inval, "enabled_user_shutdown"},
+		{create("x16", map[string]any{"hvparams": map[string]any{"vnc_x509_verify": "yes"}}), ecode.Inval, "vnc_x509_path must be defined"},
+		{create("x17", map[string]any{"hvparams": map[string]any{"cpu_mask": "0:1:0"}, "beparams": map[string]any{"vcpus": 2}}), ecode.Inval, "Number of vCPUs [2] does not match the CPU mask [0:1:0]"},
 	}
 	serial := e.cfg.Serial()
 	for _, c := range cases {
@@ -252,8 +261,8 @@ func TestCreateValidationChangesNothing(t *testing.T) {
 			t.Errorf("%s: got %s %s, want error %s containing %q", c.op["instance_name"], st, b, c.class, c.msg)
 		}
 	}
-	if got := len(e.cfg.Instances()); got != 1 {
-		t.Fatalf("failed creates left %d instances", got)
+	if got := len(e.cfg.Instances()); got != 2 {
+		t.Fatalf("failed creates left %d instances", got-2)
 	}
 	if e.cfg.Serial() != serial {
 		t.Fatal("cluster object changed")

@@ -9,6 +9,7 @@ import (
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/engine"
+	"github.com/corral/corral/internal/hypervisor"
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/nodeapi"
 	"github.com/corral/corral/internal/opcodes"
@@ -315,7 +316,8 @@ func (lu *instanceConsoleLU) Prereq(ctx context.Context, p *Processor, op *opcod
 }
 
 // consoleDict follows Ganeti's hypervisors: kvm offers its serial console
-// over ssh and socat on the primary node, else VNC, else a message.
+// over ssh and socat on the primary node, else VNC, else SPICE, else a
+// message.
 func consoleDict(inst *config.Instance, node *config.Node, hv map[string]string, serialSocket string) map[string]any {
 	out := map[string]any{"instance": inst.Name}
 	switch inst.Hypervisor {
@@ -335,6 +337,10 @@ func consoleDict(inst *config.Instance, node *config.Node, hv map[string]string,
 				host = node.Name
 			}
 			out["kind"], out["host"], out["port"], out["display"] = "vnc", host, inst.NetworkPort, inst.NetworkPort-vncBasePort
+			return out
+		}
+		if addr := hv[hypervisor.ParamSpiceBind]; net.ParseIP(addr) != nil && inst.NetworkPort > 0 {
+			out["kind"], out["host"], out["port"] = "spice", addr, inst.NetworkPort
 			return out
 		}
 	}

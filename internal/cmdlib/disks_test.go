@@ -311,6 +311,8 @@ func TestConsoleDict(t *testing.T) {
 			map[string]any{"instance": "vm1", "kind": "vnc", "host": "n1", "port": 5901, "display": 1}},
 		{"kvm vnc address", inst("kvm", 5905), map[string]string{"serial_console": "false", "vnc_bind_address": "192.0.2.7"}, "",
 			map[string]any{"instance": "vm1", "kind": "vnc", "host": "192.0.2.7", "port": 5905, "display": 5}},
+		{"kvm spice", inst("kvm", 11002), map[string]string{"serial_console": "false", "spice_bind": "192.0.2.8"}, "",
+			map[string]any{"instance": "vm1", "kind": "spice", "host": "192.0.2.8", "port": 11002}},
 		{"kvm nothing", inst("kvm", 0), map[string]string{"serial_console": "false"}, "/r/s.sock",
 			map[string]any{"instance": "vm1", "kind": "msg", "message": "No serial shell for instance vm1"}},
 	}

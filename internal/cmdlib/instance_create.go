@@ -10,6 +10,7 @@ import (
 	"github.com/corral/corral/internal/confdb"
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/hypervisor"
 	"github.com/corral/corral/internal/iallocator"
 	"github.com/corral/corral/internal/locking"
 	"github.com/corral/corral/internal/nodeapi"
@@ -124,6 +125,11 @@ func (lu *instanceCreateLU) Prereq(ctx context.Context, p *Processor, op *opcode
 		return ecode.Errorf(ecode.State, "Guest OS '%s' is not allowed for installation", osName)
 	}
 	inst.OS = osName
+	if len(inst.HVParams) > 0 || inst.BEParams["vcpus"] != nil {
+		if err := validateInstanceHV(c, inst); err != nil {
+			return err
+		}
+	}
 
 	be := config.Fill(c.BEParams, inst.BEParams)
 	if err := checkMemoryOrder(be); err != nil {
@@ -478,8 +484,58 @@ func parseNICs(p *Processor, c *config.Cluster, raw []any) ([]config.NIC, error)
 }
 
 // checkHVParams accepts only the hypervisor's known parameters.
+// validateInstanceHV checks the instance's filled hypervisor parameters
+// with the hypervisor's own table, as the node will when it starts the
+// instance, so a bad value fails the job that sets it. Keys the table does
+// not have (a configuration from Ganeti carries some) are left to the node.
+func validateInstanceHV(c *config.Cluster, inst *config.Instance) error {
+	defaults := hypervisor.DefaultParams(inst.Hypervisor)
+	if defaults == nil {
+		return nil
+	}
+	filled := map[string]string{}
+	for k, v := range config.InstanceHVParams(c, inst).Strings() {
+		if _, known := defaults[k]; known {
+			filled[k] = v
+		}
+	}
+	if err := hypervisor.ValidateParams(inst.Hypervisor, filled); err != nil {
+		return err
+	}
+	// One cpu_mask entry applies to every vCPU; several must be one each.
+	if mask, ok := filled[hypervisor.ParamCPUMask]; ok {
+		entries, _ := hypervisor.ParseCPUMask(mask) // validated above
+		vcpus := config.VCPUs(config.Fill(c.BEParams, inst.BEParams))
+		if len(entries) > 1 && len(entries) != vcpus {
+			return ecode.Errorf(ecode.Inval, "Number of vCPUs [%d] does not match the CPU mask [%s]", vcpus, mask)
+		}
+	}
+	return nil
+}
+
+// knownHVParams are the parameters a job may set for hypervisor hv: the
+// cluster's, and the hypervisor table's that a cluster created before they
+// existed lacks (their defaults typed as the cluster stores them).
+func knownHVParams(c *config.Cluster, hv string) config.Params {
+	known := config.Params{}
+	for k, d := range hypervisor.DefaultParams(hv) {
+		switch d {
+		case "true":
+			known[k] = true
+		case "false":
+			known[k] = false
+		default:
+			known[k] = d
+		}
+	}
+	for k, v := range c.HVParams[hv] {
+		known[k] = v
+	}
+	return known
+}
+
 func checkHVParams(c *config.Cluster, hv string, p map[string]any) (config.Params, error) {
-	known := c.HVParams[hv]
+	known := knownHVParams(c, hv)
 	out := config.Params{}
 	for k, v := range p {
 		if _, ok := known[k]; !ok {

@@ -72,7 +72,7 @@ func (lu *instanceSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opc
 	hvChecked := map[string]any{}
 	for k, v := range hvUpd {
 		if v == nil || v == "default" {
-			if _, ok := c.HVParams[inst.Hypervisor][k]; !ok {
+			if _, ok := knownHVParams(c, inst.Hypervisor)[k]; !ok {
 				return ecode.Errorf(ecode.Inval, "Unknown hypervisor parameter '%s' for %s", k, inst.Hypervisor)
 			}
 			hvChecked[k] = nil
@@ -89,6 +89,13 @@ func (lu *instanceSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opc
 		return err
 	}
 	lu.HV = updateParams(inst.HVParams, hvChecked)
+	if len(hvUpd) > 0 || beUpd["vcpus"] != nil {
+		changed := *inst
+		changed.HVParams, changed.BEParams = lu.HV, lu.BE
+		if err := validateInstanceHV(c, &changed); err != nil {
+			return err
+		}
+	}
 	lu.OS = inst.OS
 	if o := op.Str("os_name"); o != "" {
 		lu.OS = o

@@ -227,7 +227,7 @@ func ValidateParams(name string, hv map[string]string) error {
 	if (full[ParamInitrdPath] != "") && full[ParamKernelPath] == "" {
 		return errorf("hypervisor %s: initrd_path needs kernel_path", name)
 	}
-	return nil
+	return validateKVMMore(name, full)
 }
 
 // ParseBool reads a boolean parameter as Ganeti's CLI writes it.

@@ -47,6 +47,9 @@ type Links struct {
 	Netns string
 	// IPBinary defaults to "ip" in PATH.
 	IPBinary string
+	// MultiQueue makes the taps CreateTap creates multi-queue, which a
+	// virtio NIC with more than one queue pair needs.
+	MultiQueue bool
 }
 
 // commandTimeout bounds the package-level helpers, which take no context: a
@@ -56,9 +59,14 @@ const commandTimeout = 30 * time.Second
 // CreateTap creates the tap in the caller's network namespace; see
 // Links.CreateTap, which also takes a context.
 func CreateTap(name, owner, mode, link, ip string) error {
+	return CreateTapQueues(name, owner, mode, link, ip, false)
+}
+
+// CreateTapQueues is CreateTap with the tap multi-queue when multiQueue.
+func CreateTapQueues(name, owner, mode, link, ip string, multiQueue bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
-	return Links{}.CreateTap(ctx, name, owner, mode, link, ip)
+	return Links{MultiQueue: multiQueue}.CreateTap(ctx, name, owner, mode, link, ip)
 }
 
 // DeleteTap removes the tap from the caller's network namespace; see
@@ -135,6 +143,9 @@ func (l Links) CreateTap(ctx context.Context, name, owner, mode, link, ip string
 		args := []string{"tuntap", "add", "dev", name, "mode", "tap"}
 		if owner != "" {
 			args = append(args, "user", owner)
+		}
+		if l.MultiQueue {
+			args = append(args, "multi_queue")
 		}
 		if _, err := l.run(ctx, args...); err != nil {
 			return err

@@ -65,7 +65,7 @@ func (s *Server) instanceHotplug(ctx context.Context, a nodeapi.HotplugArgs) (an
 			if err != nil {
 				return nil, err
 			}
-			if err := netdev.CreateTap(n.Tap, strconv.Itoa(uid), n.Mode, n.Link, n.IP); err != nil {
+			if err := netdev.CreateTapQueues(n.Tap, strconv.Itoa(uid), n.Mode, n.Link, n.IP, hypervisor.MultiQueueTaps(spec.HVParams)); err != nil {
 				return nil, ecode.Errorf(ecode.Environ, "network for NIC %d of %s: %v", n.Index, name, err)
 			}
 			if err := hp.HotAddNIC(ctx, name, n); err != nil {

@@ -89,8 +89,9 @@ func (s *Server) startInstance(ctx context.Context, in nodeapi.InstanceSpec, inc
 				}
 			}
 		}
+		multiQueue := hypervisor.MultiQueueTaps(spec.HVParams)
 		for i, n := range spec.NICs {
-			if err := netdev.CreateTap(n.Tap, owner.name, n.Mode, n.Link, n.IP); err != nil {
+			if err := netdev.CreateTapQueues(n.Tap, owner.name, n.Mode, n.Link, n.IP, multiQueue); err != nil {
 				s.deleteTaps(hypervisor.InstanceSpec{NICs: spec.NICs[:i]})
 				owner.release()
 				return ecode.Errorf(ecode.Environ, "network for NIC %d of %s: %w", n.Index, in.Name, err)

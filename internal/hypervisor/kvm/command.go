@@ -20,8 +20,11 @@ type Runtime struct {
 	SerialLog    string
 	PIDFile      string
 	VNCSocket    string // used when vnc_bind_address is "unix"
-	ChrootDir    string // used when use_chroot is true
-	RunAs        string // user qemu switches to after start-up; "" keeps the caller's
+	// GuestAgentSocket is the node's end of the guest agent's channel
+	// (use_guest_agent).
+	GuestAgentSocket string
+	ChrootDir        string // used when use_chroot is true
+	RunAs            string // user qemu switches to after start-up; "" keeps the caller's
 	// RunWith selects qemu 9's "-run-with user=,chroot=" instead of the older
 	// -runas and -chroot options.
 	RunWith bool
@@ -87,7 +90,7 @@ func BuildCommand(spec hypervisor.InstanceSpec, rt Runtime) ([]string, error) {
 		"-name", spec.Name,
 		"-uuid", spec.UUID,
 		"-m", strconv.FormatInt(spec.MemoryMiB, 10),
-		"-smp", strconv.Itoa(spec.VCPUs),
+		"-smp", smpArg(spec.VCPUs, hv),
 		// Never "accel=kvm:tcg": where KVM initialises but cannot run guests
 		// the fallback would not happen and the guest would die.
 		"-accel", accel,
@@ -99,12 +102,19 @@ func BuildCommand(spec hypervisor.InstanceSpec, rt Runtime) ([]string, error) {
 	if !hypervisor.Bool(hv, hypervisor.ParamACPI) {
 		machine = append(machine, "acpi=off")
 	}
+	if hv[hypervisor.ParamMemPath] != "" {
+		machine = append(machine, "memory-backend="+memBackendID)
+	}
 	if len(machine) > 0 {
 		argv = append(argv, "-machine", strings.Join(machine, ","))
 	}
 	if c := hv[hypervisor.ParamCPUType]; c != "" {
 		argv = append(argv, "-cpu", c)
 	}
+	if k := hv[hypervisor.ParamKeymap]; k != "" {
+		argv = append(argv, "-k", k)
+	}
+	argv = append(argv, memBackendArgs(spec, hv)...)
 	argv = append(argv,
 		"-nodefaults", "-no-user-config", "-display", "none",
 		"-daemonize", "-pidfile", rt.PIDFile,
@@ -154,31 +164,31 @@ func BuildCommand(spec hypervisor.InstanceSpec, rt Runtime) ([]string, error) {
 	if c := hv[hypervisor.ParamCdromImagePath]; c != "" {
 		argv = append(argv, "-drive", "file="+optEscape(c)+",format=raw,media=cdrom,if=ide,readonly=on")
 	}
+	argv = append(argv, removableMediaArgs(hv)...)
 
+	netdevMore, nicMore := netdevOptions(hv)
 	for _, n := range spec.NICs {
 		if n.Tap == "" {
 			return nil, ecode.Errorf(ecode.Inval, "instance %s: nic %d has no tap device", spec.Name, n.Index)
 		}
-		argv = append(argv, "-netdev", "tap,id="+netdevID(n.Index)+",ifname="+optEscape(n.Tap)+",script=no,downscript=no")
-		argv = append(argv, "-device", nicDevice(hv, n))
+		argv = append(argv, "-netdev", "tap,id="+netdevID(n.Index)+",ifname="+optEscape(n.Tap)+",script=no,downscript=no"+netdevMore)
+		argv = append(argv, "-device", nicDevice(hv, n)+nicMore)
 	}
 	// The balloon changes the guest's memory at run time (runtime_mem); it
 	// sits in a fixed slot so a migration finds it where it was.
 	argv = append(argv, "-device", balloonDriver+",id="+balloonID+",addr="+pciAddr(balloonSlot))
-
-	vnc, err := vncArg(hv[hypervisor.ParamVNCBindAddress], spec, rt)
+	argv = append(argv, usbArgs(hv)...)
+	argv = append(argv, soundArgs(hv)...)
+	qga, err := guestAgentArgs(hv, rt)
 	if err != nil {
 		return nil, err
 	}
-	if vnc != "" {
-		vga := hv[hypervisor.ParamVGA]
-		if vga == "" {
-			vga = "std" // -nodefaults removed the card; VNC would show nothing
-		}
-		argv = append(argv, "-vga", vga, "-vnc", vnc)
-	} else if vga := hv[hypervisor.ParamVGA]; vga != "" {
-		argv = append(argv, "-vga", vga)
+	argv = append(argv, qga...)
+	display, err := displayArgs(spec, hv, rt)
+	if err != nil {
+		return nil, err
 	}
+	argv = append(argv, display...)
 
 	chroot := ""
 	if hypervisor.Bool(hv, hypervisor.ParamUseChroot) {
@@ -208,6 +218,11 @@ func BuildCommand(spec hypervisor.InstanceSpec, rt Runtime) ([]string, error) {
 	if rt.Sandbox {
 		argv = append(argv, "-sandbox", sandboxOption)
 	}
+	extra, err := kvmExtraArgs(hv)
+	if err != nil {
+		return nil, err
+	}
+	argv = append(argv, extra...)
 	if spec.Incoming {
 		// The address comes later over QMP (migrate-incoming), with the
 		// TLS credentials.
@@ -247,6 +262,9 @@ func diskArgs(disks []hypervisor.DiskSpec, hv map[string]string, rt Runtime) []s
 		if aio != hypervisor.AIOThreads { // threads is qemu's default
 			opt += ",aio=" + aio
 		}
+		if dd := hv[hypervisor.ParamDiskDiscard]; dd != hypervisor.DiscardDefault {
+			opt += ",discard=" + dd
+		}
 		if d.ReadOnly {
 			opt += ",readonly=on"
 		}
@@ -260,6 +278,38 @@ func diskArgs(disks []hypervisor.DiskSpec, hv map[string]string, rt Runtime) []s
 		}
 	}
 	return argv
+}
+
+// displayArgs adds the graphics card and the VNC or SPICE server.
+func displayArgs(spec hypervisor.InstanceSpec, hv map[string]string, rt Runtime) ([]string, error) {
+	vnc, err := vncArg(hv[hypervisor.ParamVNCBindAddress], spec, rt)
+	if err != nil {
+		return nil, err
+	}
+	spice, err := spiceArgs(spec, hv)
+	if err != nil {
+		return nil, err
+	}
+	vga := hv[hypervisor.ParamVGA]
+	var argv []string
+	switch {
+	case vnc != "":
+		if vga == "" {
+			vga = "std" // -nodefaults removed the card; VNC would show nothing
+		}
+		tlsObject, suffix := vncTLSArgs(hv)
+		argv = append(argv, tlsObject...)
+		argv = append(argv, "-vga", vga, "-vnc", vnc+suffix)
+	case spice != nil:
+		if vga == "" {
+			vga = "qxl" // Ganeti's card for SPICE
+		}
+		argv = append(argv, "-vga", vga)
+		argv = append(argv, spice...)
+	case vga != "":
+		argv = append(argv, "-vga", vga)
+	}
+	return argv, nil
 }
 
 func vncArg(bind string, spec hypervisor.InstanceSpec, rt Runtime) (string, error) {

@@ -212,23 +212,47 @@ func (h *Hypervisor) HotAddNIC(ctx context.Context, name string, n hypervisor.NI
 		return ecode.ExecErrorf("hotplug nic %d into %s: %w", n.Index, name, err)
 	}
 	defer c.Close()
-	// qemu runs as its own user by now: the node opens the tap and
-	// hands qemu the descriptor under a name netdev_add then uses.
-	tap, err := openTap(n.Tap)
+	// qemu runs as its own user by now: the node opens the tap (one
+	// descriptor per queue) and hands qemu the descriptors under names
+	// netdev_add then uses.
+	queues := max(hypervisor.NetQueues(hv), 1)
+	taps, err := openTap(n.Tap, queues)
 	if err != nil {
 		return ecode.ExecErrorf("hotplug nic %d into %s: %w", n.Index, name, err)
 	}
-	defer tap.Close()
-	fdName := netdevID(n.Index) + "-tap"
-	if _, err := c.ExecuteWithFD(ctx, "getfd", map[string]any{"fdname": fdName}, int(tap.Fd())); err != nil {
-		return ecode.ExecErrorf("hotplug nic %d into %s: pass the tap: %w", n.Index, name, err)
+	defer closeAll(taps)
+	var fdNames []string
+	closeFDs := func() {
+		for _, fd := range fdNames {
+			_, _ = c.Execute(ctx, "closefd", map[string]any{"fdname": fd})
+		}
 	}
-	netdev := map[string]any{"type": "tap", "id": netdevID(n.Index), "fd": fdName}
+	for i, tap := range taps {
+		fdName := netdevID(n.Index) + "-tap" + strconv.Itoa(i)
+		if _, err := c.ExecuteWithFD(ctx, "getfd", map[string]any{"fdname": fdName}, int(tap.Fd())); err != nil {
+			closeFDs()
+			return ecode.ExecErrorf("hotplug nic %d into %s: pass the tap: %w", n.Index, name, err)
+		}
+		fdNames = append(fdNames, fdName)
+	}
+	netdev := map[string]any{"type": "tap", "id": netdevID(n.Index)}
+	if queues > 1 {
+		netdev["fds"] = strings.Join(fdNames, ":")
+	} else {
+		netdev["fd"] = fdNames[0]
+	}
+	if hypervisor.Bool(hv, hypervisor.ParamVhostNet) { // as a cold start's -netdev
+		netdev["vhost"] = true
+	}
 	if _, err := c.Execute(ctx, "netdev_add", netdev); err != nil {
-		_, _ = c.Execute(ctx, "closefd", map[string]any{"fdname": fdName})
+		closeFDs()
 		return ecode.ExecErrorf("hotplug nic %d into %s: %w", n.Index, name, err)
 	}
 	dev := map[string]any{"driver": nicDriver, "netdev": netdevID(n.Index), "id": nicDeviceID(n.Index), "addr": pciAddr(nicSlot(n.Index))}
+	if q := hypervisor.NetQueues(hv); q > 1 { // as a cold start's -device
+		dev["mq"] = true
+		dev["vectors"] = 2*q + 2
+	}
 	if n.MAC != "" {
 		dev["mac"] = n.MAC
 	}

@@ -76,6 +76,7 @@ type Hypervisor struct {
 type qemuHelp struct {
 	runWith bool // -run-with user=,chroot=
 	sandbox bool // -sandbox (built with seccomp)
+	spice   bool // -spice (built with SPICE)
 }
 
 var _ hypervisor.Hypervisor = (*Hypervisor)(nil)
@@ -211,9 +212,15 @@ func (h *Hypervisor) Start(ctx context.Context, spec hypervisor.InstanceSpec) er
 		}
 		return err
 	}
+	if err := checkHostParams(spec, hv, id.UID, id.GID); err != nil {
+		return startErr(err)
+	}
 	features, err := h.qemuFeatures(ctx)
 	if err != nil {
 		return startErr(err)
+	}
+	if hv[hypervisor.ParamSpiceBind] != "" && !features.spice {
+		return startErr(ecode.Errorf(ecode.Environ, "instance %s: SPICE is configured, but %s is built without it (its -help has no -spice)", spec.Name, h.opts.QemuBinary))
 	}
 	runAs, uid, gid := id.Name, id.UID, id.GID
 	useChroot := hypervisor.Bool(hv, hypervisor.ParamUseChroot)
@@ -226,17 +233,18 @@ func (h *Hypervisor) Start(ctx context.Context, spec hypervisor.InstanceSpec) er
 		rec.Confinement.Chroot = h.chrootDir(spec.UUID)
 	}
 	rt := Runtime{
-		Binary:       h.opts.QemuBinary,
-		QMPSocket:    rec.path(fileQMP),
-		SerialSocket: rec.path(fileSerial),
-		SerialLog:    rec.path(fileSerialLog),
-		PIDFile:      rec.path(filePID),
-		VNCSocket:    rec.path(fileVNC),
-		ChrootDir:    h.chrootDir(spec.UUID),
-		RunAs:        runAs,
-		RunWith:      features.runWith,
-		Sandbox:      features.sandbox,
-		NoDirectIO:   map[int]bool{},
+		Binary:           h.opts.QemuBinary,
+		QMPSocket:        rec.path(fileQMP),
+		SerialSocket:     rec.path(fileSerial),
+		SerialLog:        rec.path(fileSerialLog),
+		PIDFile:          rec.path(filePID),
+		VNCSocket:        rec.path(fileVNC),
+		GuestAgentSocket: rec.path(fileGuestAgent),
+		ChrootDir:        h.chrootDir(spec.UUID),
+		RunAs:            runAs,
+		RunWith:          features.runWith,
+		Sandbox:          features.sandbox,
+		NoDirectIO:       map[int]bool{},
 	}
 	rt.CephFiles = rec.Dir
 	if hv[hypervisor.ParamDiskCache] == hypervisor.CacheNone {
@@ -283,6 +291,16 @@ func (h *Hypervisor) Start(ctx context.Context, spec hypervisor.InstanceSpec) er
 	}
 	qpid := livePID(rec)
 	h.confineCgroups(rec, qpid)
+	if err := afterStart(ctx, rec.path(fileQMP), qpid, spec, hv); err != nil {
+		if qpid != 0 {
+			_ = syscall.Kill(qpid, syscall.SIGKILL)
+			_, _ = waitGone(ctx, qpid, spec.UUID, 10*time.Second)
+		}
+		if cerr := h.cleanup(rec); cerr != nil {
+			h.log.Warn("cleanup after failed start", "instance", spec.Name, "err", cerr)
+		}
+		return startErr(ecode.Errorf(ecode.Environ, "instance %s: %w", spec.Name, err))
+	}
 	h.log.Info("instance started", "instance", spec.Name, "uuid", spec.UUID, "pid", qpid, "user", runAs,
 		"chroot", rec.Confinement.Chroot, "sandbox", rec.Confinement.Sandbox, "cgroups", rec.Confinement.Cgroups)
 	return nil
@@ -332,7 +350,7 @@ func (h *Hypervisor) qemuFeatures(ctx context.Context) (qemuHelp, error) {
 	if err != nil {
 		return v, ecode.Errorf(ecode.Environ, "cannot run %s: %v", h.opts.QemuBinary, err)
 	}
-	v = qemuHelp{runWith: helpHasRunWithUser(string(out)), sandbox: helpHasSandbox(string(out))}
+	v = qemuHelp{runWith: helpHasRunWithUser(string(out)), sandbox: helpHasSandbox(string(out)), spice: helpHasSpice(string(out))}
 	h.mu.Lock()
 	h.help[h.opts.QemuBinary] = v
 	h.mu.Unlock()

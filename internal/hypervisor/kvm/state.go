@@ -32,13 +32,14 @@ type record struct {
 
 // Files in an instance's run directory.
 const (
-	fileQMP       = "qmp.sock"
-	fileSerial    = "serial.sock"
-	fileSerialLog = "serial.log"
-	fileVNC       = "vnc.sock"
-	filePID       = "pid"
-	fileStartLog  = "qemu.log"
-	dirChroot     = "chroot"
+	fileQMP        = "qmp.sock"
+	fileSerial     = "serial.sock"
+	fileSerialLog  = "serial.log"
+	fileVNC        = "vnc.sock"
+	fileGuestAgent = "qga.sock"
+	filePID        = "pid"
+	fileStartLog   = "qemu.log"
+	dirChroot      = "chroot"
 )
 
 func (r *record) path(name string) string { return filepath.Join(r.Dir, name) }
