@@ -151,3 +151,34 @@ func TestRecreateDisksOnNewNode(t *testing.T) {
 		t.Fatalf("recreate with the allocator: %s %v", st, res)
 	}
 }
+
+// TestRecreateDisksFromOfflineNode: with the old primary offline, its
+// instance's state cannot be asked, and as in Ganeti a new node may be
+// given even for an instance marked up; without one the offline node is
+// refused.
+func TestRecreateDisksFromOfflineNode(t *testing.T) {
+	e, node, _ := diskEnv(t)
+	defer e.close()
+	for _, op := range []map[string]any{
+		{"OP_ID": "OP_NODE_ADD", "node_name": "n2", "primary_ip": "127.0.0.3"},
+		create("lost", map[string]any{"pnode": "n2"}),
+		{"OP_ID": "OP_NODE_SET_PARAMS", "node_name": "n2", "offline": true},
+	} {
+		if st, res := e.run(t, op); st != "success" {
+			t.Fatalf("%v: %s %v", op["OP_ID"], st, res)
+		}
+	}
+	st, res := e.run(t, map[string]any{"OP_ID": "OP_INSTANCE_RECREATE_DISKS", "instance_name": "lost"})
+	checkErr(t, st, res, ecode.State, "offline node n2")
+
+	before := len(node.calls)
+	if st, res := e.run(t, map[string]any{"OP_ID": "OP_INSTANCE_RECREATE_DISKS", "instance_name": "lost", "nodes": []any{"n1"}}); st != "success" {
+		t.Fatalf("recreate away from the offline node: %s %v", st, res)
+	}
+	if p := e.primaries()["lost"]; p != "n1" {
+		t.Fatalf("lost on %s, want n1", p)
+	}
+	if c, off := callsOn(node, before, "n1", nodeapi.DiskCreate), callsOn(node, before, "n2", nodeapi.DiskRemove); c != 1 || off != 0 {
+		t.Fatalf("%d creates on n1, %d calls to remove on the offline n2; want 1 and 0", c, off)
+	}
+}
