@@ -2,9 +2,14 @@ package e2e
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/corral/corral/internal/failpoint"
 )
 
 // TestRecreateDisks recreates the disk of a stopped file instance with the
@@ -87,5 +92,58 @@ func TestRecreateDisks(t *testing.T) {
 	})
 	if out, err := c.corral("instance", "startup", "web1"); err != nil {
 		t.Fatalf("startup after recreate: %v\n%s", err, out)
+	}
+}
+
+// TestRecreateDisksResumesAfterMasterCrash kills corrald once the node has
+// made the new disk but before the step committed: the resumed step sends
+// the same remove and create again, the node answers both from its record,
+// and the new, empty disk stays.
+func TestRecreateDisksResumesAfterMasterCrash(t *testing.T) {
+	requireRoot(t)
+	// The watcher would start jobs of its own, passing the failpoint.
+	c := newCluster(t, clusterOpts{nodes: 1, hypervisors: []string{"fake"}, watcher: time.Hour})
+	op := createOp("rc1", "node2", 16)
+	op["start"] = false
+	c.mustSucceed(op)
+	out, err := c.corral("instance", "activate-disks", "rc1")
+	if err != nil {
+		t.Fatalf("activate-disks: %v\n%s", err, out)
+	}
+	_, path, _ := strings.Cut(strings.TrimSpace(out), ":disk/0:")
+	if err := os.WriteFile(path, bytes.Repeat([]byte{0xaa}, 16<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	c.stopDaemon("corrald")
+	off, nodeOff := c.logSize("corrald"), c.logSize("corral-node node2")
+	// rpc-returned passes once per node call of a step: the remove, then
+	// the create.
+	p := c.startDaemon("corrald", failpoint.EnvVar+"="+failpoint.RPCReturned+"=2")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	id, err := c.luxi.SubmitJob(ctx, []any{map[string]any{"OP_ID": "OP_INSTANCE_RECREATE_DISKS", "instance_name": "rc1"}})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitInjectedCrash("corrald", p.PID, off, failpoint.RPCReturned, 2)
+	c.startDaemon("corrald")
+	if status, res := c.waitJob(id, time.Minute); status != "success" {
+		t.Fatalf("recreate job %d after the restart: %s %s", id, status, toJSON(res))
+	}
+	log := c.logSince("corral-node node2", nodeOff)
+	for _, seq := range []int{1, 2} {
+		opID := fmt.Sprintf("op=job/%d/op/0/step/1/%d", id, seq)
+		replayed := false
+		for _, line := range strings.Split(log, "\n") {
+			replayed = replayed || (strings.Contains(line, "rpc answered from operation record") && strings.Contains(line, opID))
+		}
+		if !replayed {
+			t.Errorf("node2 did not answer the repeated call %s from its record:\n%s", opID, log)
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) != 16<<20 || bytes.IndexByte(b, 0xaa) >= 0 {
+		t.Fatalf("disk after the resumed recreate: %d bytes, old data present: %v, %v", len(b), bytes.IndexByte(b, 0xaa) >= 0, err)
 	}
 }
