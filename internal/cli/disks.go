@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -11,9 +12,9 @@ import (
 )
 
 // instanceDiskCmds are gnt-instance's disk commands: activate-disks,
-// deactivate-disks and grow-disk.
+// deactivate-disks, grow-disk and recreate-disks.
 func (a *app) instanceDiskCmds() []*cobra.Command {
-	return []*cobra.Command{a.instanceActivateDisksCmd(), a.instanceDeactivateDisksCmd(), a.instanceGrowDiskCmd()}
+	return []*cobra.Command{a.instanceActivateDisksCmd(), a.instanceDeactivateDisksCmd(), a.instanceGrowDiskCmd(), a.instanceRecreateDisksCmd()}
 }
 
 func (a *app) instanceActivateDisksCmd() *cobra.Command {
@@ -124,4 +125,86 @@ the new size at once; with other disk types it must be stopped first.`,
 	f.BoolVar(&absolute, "absolute", false, "AMOUNT is the new size, not an increment")
 	f.BoolVar(&noWait, "no-wait-for-sync", false, "do not wait for the disk to be in sync")
 	return cmd
+}
+
+func (a *app) instanceRecreateDisksCmd() *cobra.Command {
+	var o jobOpts
+	var disks []string
+	var nodes, ialloc string
+	cmd := &cobra.Command{
+		Use:   "recreate-disks NAME",
+		Short: "Make an instance's disks again, empty",
+		Long: `Remove and make again, empty, the disks of a stopped instance
+(OP_INSTANCE_RECREATE_DISKS): every disk, or those given with --disk N, each
+with its recorded size and mode unless --disk N:size=SIZE,mode=rw|ro changes
+them (SIZE in MiB unless it has a unit: m, g or t). With -n NODE or -I
+ALLOCATOR the disks are made on a new primary node; every disk must then be
+recreated, and a file instance's old disks stay on its old node. The old
+contents are lost.`,
+		Example: "  corral instance recreate-disks web1\n  corral instance recreate-disks --disk 0:size=20G web1\n  corral instance recreate-disks -n node2 web1",
+		Args:    exactArgs(1, "the instance name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			op := map[string]any{"OP_ID": "OP_INSTANCE_RECREATE_DISKS", "instance_name": args[0]}
+			if len(disks) > 0 {
+				l, err := parseRecreateDisks(disks)
+				if err != nil {
+					return err
+				}
+				op["disks"] = l
+			}
+			if nodes != "" && ialloc != "" {
+				return paramErr("give either -n (--node) or -I (--iallocator), not both")
+			}
+			if nodes != "" {
+				l, err := kvopts.SplitList(strings.ReplaceAll(nodes, ":", ","))
+				if err != nil {
+					return err
+				}
+				op["nodes"] = l
+			}
+			if ialloc != "" {
+				op["iallocator"] = ialloc
+			}
+			return a.runJob(cmd, &o, op, nil)
+		},
+	}
+	addJobFlags(cmd, &o, true)
+	f := cmd.Flags()
+	f.StringArrayVar(&disks, "disk", nil, "a disk to recreate: N[:size=SIZE][,mode=rw|ro] (repeatable; every disk when absent)")
+	f.StringVarP(&nodes, "node", "n", "", "new primary node")
+	f.StringVarP(&ialloc, "iallocator", "I", "", "allocator choosing the new primary node")
+	return cmd
+}
+
+// parseRecreateDisks turns --disk N[:size=SIZE,mode=M] options into
+// Ganeti's [[N, {size, mode}], ...].
+func parseRecreateDisks(opts []string) ([]any, error) {
+	var out []any
+	for _, s := range opts {
+		ident, kv, err := kvopts.ParseIdentKV(s)
+		if err != nil {
+			return nil, err
+		}
+		idx, err := strconv.Atoi(ident)
+		if err != nil || idx < 0 {
+			return nil, paramErr("invalid disk index %q: expected a number from 0", ident)
+		}
+		params := map[string]any{}
+		for k, v := range kv {
+			switch k {
+			case "size":
+				size, err := kvopts.ParseUnitMiB(v)
+				if err != nil {
+					return nil, err
+				}
+				params["size"] = size
+			case "mode":
+				params["mode"] = v
+			default:
+				return nil, paramErr("disk %d: unknown parameter %q (size, mode)", idx, k)
+			}
+		}
+		out = append(out, []any{idx, params})
+	}
+	return out, nil
 }

@@ -73,6 +73,15 @@ func TestInstanceDiskCommands(t *testing.T) {
 		{name: "grow no room", args: []string{"instance", "grow-disk", "web1", "0", "2T"}, code: 6, stderr: "Not enough disk space"},
 		{name: "grow bad amount", args: []string{"instance", "grow-disk", "web1", "0", "lots"}, code: 2, stderr: "lots"},
 		{name: "grow bad index", args: []string{"instance", "grow-disk", "web1", "first", "1G"}, code: 2, stderr: "invalid disk index"},
+		{name: "recreate all", args: []string{"instance", "recreate-disks", "web1"},
+			op: map[string]any{"OP_ID": "OP_INSTANCE_RECREATE_DISKS", "instance_name": "web1"}, absent: []string{"disks", "nodes", "iallocator"}},
+		{name: "recreate sized", args: []string{"instance", "recreate-disks", "--disk", "1", "--disk", "0:size=2G,mode=ro", "-n", "node2", "web1"},
+			op: map[string]any{"disks": []any{[]any{1.0, map[string]any{}}, []any{0.0, map[string]any{"size": 2048.0, "mode": "ro"}}}, "nodes": []any{"node2"}}},
+		{name: "recreate allocator", args: []string{"instance", "recreate-disks", "-I", "hail", "web1"},
+			op: map[string]any{"iallocator": "hail"}, absent: []string{"nodes"}},
+		{name: "recreate both", args: []string{"instance", "recreate-disks", "-I", "hail", "-n", "node2", "web1"}, code: 2, stderr: "not both"},
+		{name: "recreate bad key", args: []string{"instance", "recreate-disks", "--disk", "0:name=x", "web1"}, code: 2, stderr: "unknown parameter"},
+		{name: "recreate bad index", args: []string{"instance", "recreate-disks", "--disk", "a:size=1G", "web1"}, code: 2, stderr: "invalid disk index"},
 		{name: "grow missing amount", args: []string{"instance", "grow-disk", "web1", "0"}, code: 2, stderr: "expected the instance name, the disk index and the amount"},
 	}
 	for _, tc := range cases {

@@ -131,6 +131,35 @@ on the nodes the allocator chooses.`,
 	return cmd
 }
 
+func (a *app) instanceChangeGroupCmd() *cobra.Command {
+	var to []string
+	var ialloc string
+	var earlyRelease bool
+	cmd := a.jobTreeCmd(&cobra.Command{
+		Use:   "change-group NAME",
+		Short: "Move an instance to another node group",
+		Long: `Move an instance to a node of another node group (OP_INSTANCE_CHANGE_GROUP):
+one job, to the groups given with --to (all others by default), on the node
+the allocator (-I, else the cluster's default, else the built-in one)
+chooses. A running instance is migrated, a stopped one failed over; an
+instance whose disks are on its node (file) cannot change group.`,
+		Example: "  corral instance change-group --to rack2 web1\n  corral instance change-group -I hail web1",
+		Args:    exactArgs(1, "the instance name"),
+	}, func(cmd *cobra.Command, args []string) (map[string]any, error) {
+		op := map[string]any{"OP_ID": "OP_INSTANCE_CHANGE_GROUP", "instance_name": args[0], "early_release": earlyRelease}
+		if len(to) > 0 {
+			op["target_groups"] = to
+		}
+		setNonEmpty(op, "iallocator", ialloc)
+		return op, nil
+	})
+	f := cmd.Flags()
+	f.StringSliceVar(&to, "to", nil, "target node group (repeat or comma-separate; default: every other group)")
+	f.StringVarP(&ialloc, "iallocator", "I", "", "allocator choosing the target node (e.g. hail)")
+	f.BoolVar(&earlyRelease, "early-release", false, "release locks as soon as possible")
+	return cmd
+}
+
 // nodeFailoverCmd fails over every primary instance of a node, one
 // OP_INSTANCE_FAILOVER job each, as gnt-node failover does (no node
 // opcode: the jobs are submitted by the client).

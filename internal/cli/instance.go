@@ -28,6 +28,7 @@ func (a *app) addInstanceCommands(c *cobra.Command) {
 	c.AddCommand(a.instanceOpCmds()...)
 	c.AddCommand(a.instanceRescueCmds()...)
 	c.AddCommand(a.instanceDiskCmds()...)
+	c.AddCommand(a.instanceChangeGroupCmd())
 	c.AddCommand(tagCommands(a, "instance")...)
 	c.AddCommand(a.listFieldsCmd("instance", "instance", "instances"))
 }

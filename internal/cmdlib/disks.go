@@ -21,6 +21,7 @@ func (p *Processor) diskUnits() []engine.Op {
 		p.unit("OP_INSTANCE_ACTIVATE_DISKS", func() LU { return &instanceActivateDisksLU{} }),
 		p.unit("OP_INSTANCE_DEACTIVATE_DISKS", func() LU { return &instanceDeactivateDisksLU{} }),
 		p.unit("OP_INSTANCE_GROW_DISK", func() LU { return &instanceGrowDiskLU{} }),
+		p.unit("OP_INSTANCE_RECREATE_DISKS", func() LU { return &instanceRecreateDisksLU{} }),
 		p.unit("OP_INSTANCE_CONSOLE", func() LU { return &instanceConsoleLU{} }),
 	}
 }

@@ -26,6 +26,9 @@ func (p *Processor) evacuateUnits() []engine.Op {
 		p.unit("OP_NODE_EVACUATE", func() LU { return &childJobsLU{plan: (*childJobsLU).planNodeEvacuate} }),
 		p.unit("OP_NODE_MIGRATE", func() LU { return &childJobsLU{plan: (*childJobsLU).planNodeMigrate} }),
 		p.unit("OP_GROUP_EVACUATE", func() LU { return &childJobsLU{plan: (*childJobsLU).planGroupEvacuate} }),
+		p.unit("OP_INSTANCE_CHANGE_GROUP", func() LU {
+			return &instanceChangeGroupLU{childJobsLU{plan: (*childJobsLU).planInstanceChangeGroup}}
+		}),
 	}
 }
 

@@ -33,6 +33,8 @@ var uuidParams = map[string][]uuidParam{
 	"OP_INSTANCE_DEACTIVATE_DISKS": {{"instance_name", "instance_uuid", false}},
 	"OP_INSTANCE_GROW_DISK":        {{"instance_name", "instance_uuid", false}},
 	"OP_INSTANCE_CONSOLE":          {{"instance_name", "instance_uuid", false}},
+	"OP_INSTANCE_RECREATE_DISKS":   {{"instance_name", "instance_uuid", false}},
+	"OP_INSTANCE_CHANGE_GROUP":     {{"instance_name", "instance_uuid", false}},
 	"OP_BACKUP_PREPARE":            {{"instance_name", "instance_uuid", false}},
 	"OP_BACKUP_EXPORT":             {{"instance_name", "instance_uuid", false}, {"target_node", "target_node_uuid", true}},
 	"OP_INSTANCE_MIGRATE":          {{"instance_name", "instance_uuid", false}, {"target_node", "target_node_uuid", true}},

@@ -1,7 +1,8 @@
 package opcodes
 
 // evacuateDefs are the opcodes that move instances off nodes and groups
-// (Ganeti's OpNodeMigrate, OpNodeEvacuate, OpGroupEvacuate), with Ganeti
+// and instances to other groups (Ganeti's OpNodeMigrate, OpNodeEvacuate,
+// OpInstanceChangeGroup, OpGroupEvacuate), with Ganeti
 // 3.0's parameters; their child jobs run the per-instance moves of
 // migrateDefs.
 func evacuateDefs() []Def {
@@ -26,6 +27,12 @@ func evacuateDefs() []Def {
 			iallocator,
 			{Name: "mode", Type: TNEString, Required: true, Doc: "primary-only | secondary-only | all"},
 			{Name: "ignore_soft_errors", Type: TAny, Default: nil, Doc: "let the allocator ignore soft restrictions"},
+		}},
+		{ID: "OP_INSTANCE_CHANGE_GROUP", KeyPrm: "instance_name", Doc: "move an instance to a node of another group (one job)", Params: []Param{
+			{Name: "instance_name", Type: TNEString, Required: true, Doc: "instance name"},
+			{Name: "instance_uuid", Type: TMaybeString, Default: nil, Doc: "instance uuid (internal)"},
+			earlyRelease, iallocator,
+			{Name: "target_groups", Type: TAny, Default: nil, Doc: "destination group names or uuids (all groups but the instance's when absent)"},
 		}},
 		{ID: "OP_GROUP_EVACUATE", KeyPrm: "group_name", Doc: "move the instances of a node group to other groups (one job each)", Params: []Param{
 			{Name: "group_name", Type: TNEString, Required: true, Doc: "node group name"},

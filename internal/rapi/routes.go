@@ -70,7 +70,8 @@ func (h *Handler) buildRoutes() []route {
 		notYet("/2/instances/{name}/replace-disks", "disk replacement (OP_INSTANCE_REPLACE_DISKS)", P),
 		r("/2/instances/{name}/activate-disks", "instances_name_activate_disks", map[string]method{U: write(h.instanceActivateDisks())}),
 		r("/2/instances/{name}/deactivate-disks", "instances_name_deactivate_disks", map[string]method{U: write(h.instanceDeactivateDisks())}),
-		notYet("/2/instances/{name}/recreate-disks", "disk re-creation (OP_INSTANCE_RECREATE_DISKS)", P),
+		// Ganeti passes the whole body (disks, nodes, iallocator) on.
+		r("/2/instances/{name}/recreate-disks", "instances_name_recreate_disks", map[string]method{P: write(h.instanceAction("OP_INSTANCE_RECREATE_DISKS", nil, []string{"dry-run"}, nil))}),
 		r("/2/instances/{name}/disk/{id}/grow", "instances_name_disk_grow", map[string]method{P: write(h.instanceGrowDisk)}),
 		r("/2/instances/{name}/prepare-export", "instances_name_prepare_export", map[string]method{U: write(h.instancePrepareExport), D: write(h.instancePrepareExportCleanup)}),
 		r("/2/instances/{name}/export", "instances_name_export", map[string]method{U: write(h.instanceExport),

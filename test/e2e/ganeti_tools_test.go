@@ -206,6 +206,16 @@ func ganetiGroupCommands(t *testing.T, c *cluster) {
 		t.Errorf("group info:\n%s", out)
 	}
 	waitFor(t, 10*time.Second, "ssconf_nodegroups to name rack3", func() bool { return strings.Contains(c.ssconf("nodegroups"), " rack3\n") })
+	// gnt-instance change-group follows the child job Corral submits.
+	c.mustGnt("gnt-instance", "add", "-t", "diskless", "-o", "noop", "-n", "node1", "--no-start",
+		"--no-name-check", "--no-ip-check", "-H", "fake", "cg1")
+	if out := c.mustGnt("gnt-instance", "change-group", "--to", "rack3", "cg1"); !strings.Contains(out, "changed group successfully") {
+		t.Errorf("change-group:\n%s", out)
+	}
+	if p := c.instanceField("cg1", "pnode"); p != "node2" {
+		t.Errorf("cg1 on %v after change-group --to rack3, want node2", p)
+	}
+	c.mustGnt("gnt-instance", "remove", "-f", "cg1")
 	c.mustGnt("gnt-group", "assign-nodes", "default", "node2")
 	c.mustGnt("gnt-group", "remove", "rack3")
 	if out := c.mustGnt("gnt-group", "list", "--no-headers", "-o", "name"); strings.TrimSpace(out) != "default" {
@@ -274,6 +284,16 @@ func ganetiInstanceCommands(t *testing.T, c *cluster) {
 	c.mustGnt("gnt-instance", "remove-tags", "web1", "tier:web")
 
 	c.mustGnt("gnt-instance", "shutdown", "web1")
+	c.mustGnt("gnt-instance", "recreate-disks", "--disk", "0:size=32m", "web1")
+	if sizes, _ := c.instanceField("web1", "disk.sizes").([]any); len(sizes) != 1 || sizes[0] != 32.0 {
+		t.Errorf("disk sizes %v after recreate-disks --disk 0:size=32m", sizes)
+	}
+	// Back to the size the backup commands expect, then every disk as recorded.
+	c.mustGnt("gnt-instance", "recreate-disks", "--disk", "0:size=24m", "web1")
+	c.mustGnt("gnt-instance", "recreate-disks", "web1")
+	if sizes, _ := c.instanceField("web1", "disk.sizes").([]any); len(sizes) != 1 || sizes[0] != 24.0 {
+		t.Errorf("disk sizes %v after recreate-disks --disk 0:size=24m", sizes)
+	}
 	c.mustGnt("gnt-instance", "reinstall", "-f", "web1")
 	c.mustGnt("gnt-instance", "rename", "--force", "--no-name-check", "--no-ip-check", "web1", "web3")
 	if out := c.mustGnt("gnt-instance", "list", "--no-headers", "-o", "name"); strings.Fields(out)[0] != "web2" || !strings.Contains(out, "web3") || strings.Contains(out, "web1") {

@@ -81,6 +81,8 @@ REQUIRED = {
     "OP_NODE_EVACUATE": {"node_name": "node2.example.com",
                          "mode": "primary-only"},
     "OP_GROUP_EVACUATE": {"group_name": "rack2"},
+    "OP_INSTANCE_RECREATE_DISKS": {"instance_name": "web1.example.com"},
+    "OP_INSTANCE_CHANGE_GROUP": {"instance_name": "web1.example.com"},
     "OP_CLUSTER_VERIFY_DISKS": {},
     "OP_GROUP_VERIFY_DISKS": {"group_name": "rack2"},
     "OP_CLUSTER_REPAIR_DISK_SIZES": {},

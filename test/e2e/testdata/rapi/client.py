@@ -231,6 +231,8 @@ def main():
         out = disks_step(c, *args)
     elif step == "devices":
         out = devices_step(c, *args)
+    elif step == "recreate":
+        out = {"recreate": wait(c, c.RecreateInstanceDisks(args[0], disks=[0]))}
     elif step == "groups":
         out = groups(c, args)
     elif step == "powercycle":
