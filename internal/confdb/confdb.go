@@ -81,6 +81,9 @@ type DB struct {
 	instances *collection[*config.Instance]
 	instMACs  *uniqueIndex[*config.Instance]
 	instPorts *uniqueIndex[*config.Instance]
+	// portsHeld are network ports handed out by FreeNetworkPort whose
+	// transaction has not committed yet, with when the hold lapses.
+	portsHeld map[int]time.Time
 	machines  *collection[*config.Machine]
 	ports     *collection[*config.MachinePort]
 	portMACs  *uniqueIndex[*config.MachinePort]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/store/boltstore"
@@ -73,5 +74,22 @@ func TestNetworkPortsUniqueAndReused(t *testing.T) {
 	c.NetworkPort = first
 	if err := put(c); err != nil {
 		t.Fatalf("freed port not reusable: %v", err)
+	}
+}
+
+// TestNetworkPortHeldUntilCommit: jobs that ask for a port before either
+// committed get different ports; a hold whose job never committed lapses.
+func TestNetworkPortHeldUntilCommit(t *testing.T) {
+	db, _ := open(t)
+	now := time.Unix(1_800_000_000, 0)
+	db.now = func() time.Time { return now }
+	p1, _ := db.FreeNetworkPort()
+	p2, _ := db.FreeNetworkPort()
+	if p1 != FirstNetworkPort || p2 != FirstNetworkPort+1 {
+		t.Fatalf("two pending creations got %d and %d", p1, p2)
+	}
+	now = now.Add(portHold)
+	if p, _ := db.FreeNetworkPort(); p != FirstNetworkPort {
+		t.Fatalf("a lapsed hold still keeps port %d: got %d", FirstNetworkPort, p)
 	}
 }
