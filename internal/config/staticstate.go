@@ -196,6 +196,10 @@ func updateFigures(old map[string]int64, upd any, known map[string]int64) (map[s
 // carry: whole strings, numbers (truncated) and booleans.
 func stateInt(v any) (int64, bool) {
 	switch x := v.(type) {
+	case int:
+		return int64(x), true
+	case int64:
+		return x, true
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) || math.Abs(x) > math.MaxInt64/2 {
 			return 0, false
