@@ -55,6 +55,8 @@ func groupInfoFields() []infoField {
 		{"ndparams", "node parameters"},
 		{"diskparams", "disk parameters"},
 		{"ipolicy", "instance policy"},
+		{"hv_state", "hypervisor state"},
+		{"disk_state", "disk state"},
 		{"tags", "tags"},
 		{"ctime", "created"},
 		{"mtime", "modified"},
@@ -115,6 +117,8 @@ type groupParamFlags struct {
 	vcpuRatio     string
 	spindleRatio  string
 	diskTemplates string
+	hvState       []string
+	diskState     []string
 }
 
 func (g *groupParamFlags) add(cmd *cobra.Command, allowReset bool) {
@@ -129,6 +133,7 @@ func (g *groupParamFlags) add(cmd *cobra.Command, allowReset bool) {
 	f.StringVar(&g.vcpuRatio, "ipolicy-vcpu-ratio", "", "instance policy: maximum ratio of virtual to physical CPUs")
 	f.StringVar(&g.spindleRatio, "ipolicy-spindle-ratio", "", "instance policy: maximum instances per physical spindle")
 	f.StringVar(&g.diskTemplates, "ipolicy-disk-templates", "", "instance policy: allowed disk templates, a,b,...")
+	addStateFlags(cmd, &g.hvState, &g.diskState)
 }
 
 // fill adds the given parameters to op; it reports whether any was given.
@@ -154,6 +159,13 @@ func (g *groupParamFlags) fill(cmd *cobra.Command, op map[string]any, allowReset
 		}
 		op["diskparams"] = dp
 		given = true
+	}
+	st, err := stateParams(g.hvState, g.diskState, allowReset)
+	if err != nil {
+		return false, err
+	}
+	for k, v := range st {
+		op[k], given = v, true
 	}
 	ipol := map[string]any{}
 	for _, r := range []struct{ flag, key, val string }{

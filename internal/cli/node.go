@@ -40,6 +40,8 @@ func nodeInfoFields() []infoField {
 		{"pinst_list", "primary instances"},
 		{"sinst_list", "secondary instances"},
 		{"ndparams", "node parameters"},
+		{"hv_state", "hypervisor state"},
+		{"disk_state", "disk state"},
 		{"tags", "tags"},
 		{"ctime", "created"},
 		{"mtime", "modified"},
@@ -186,6 +188,7 @@ func (a *app) nodeRemoveCmd() *cobra.Command {
 func (a *app) nodeModifyCmd() *cobra.Command {
 	var force, autoPromote bool
 	var ndparams, sip string
+	var hvState, diskState []string
 	yn := yesNoFlags{
 		{flag: "master-candidate", param: "master_candidate", usage: "yes|no: make the node a master candidate, or demote it"},
 		{flag: "offline", param: "offline", usage: "yes|no: mark the node offline (unreachable, ignored) or back online"},
@@ -219,6 +222,13 @@ func (a *app) nodeModifyCmd() *cobra.Command {
 			op["secondary_ip"] = sip
 			given = true
 		}
+		st, err := stateParams(hvState, diskState, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		for k, v := range st {
+			op[k], given = v, true
+		}
 		if !given {
 			return nil, nil, usagef("give at least one flag to change")
 		}
@@ -236,6 +246,7 @@ func (a *app) nodeModifyCmd() *cobra.Command {
 	f.BoolVar(&autoPromote, "auto-promote", false, "promote other nodes to keep the candidate pool full")
 	f.StringVarP(&ndparams, "node-parameters", "N", "", "node parameters, key=val,... (e.g. ssh_port=2222); -key resets one to the group's or cluster's value")
 	f.StringVarP(&sip, "secondary-ip", "s", "", "the node's new secondary IP (the node must own it)")
+	addStateFlags(cmd, &hvState, &diskState)
 	return cmd
 }
 

@@ -246,6 +246,12 @@ func (lu *clusterSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opco
 		}
 		c.AutoFailover, changed = b, true
 	}
+	if stateGiven(op, "hv_state") || stateGiven(op, "disk_state") {
+		if err := mergeClusterState(op, c); err != nil {
+			return err
+		}
+		changed = true
+	}
 	if l, ok := op.Params["enabled_hypervisors"].([]any); ok {
 		var hvs []string
 		for _, h := range l {

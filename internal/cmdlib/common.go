@@ -66,7 +66,7 @@ func (p *Processor) Spec(inst *config.Instance) nodeapi.InstanceSpec {
 		HVParams: hv.Strings(), BEParams: be.Strings(), OSParams: osp.Strings(),
 		OSParamsPrivate: config.InstancePrivateOSParams(c, inst.OS, inst.OSParamsPriv).Strings(),
 		MemoryMiB:       config.MemoryMiB(be), VCPUs: config.VCPUs(be), DiskTemplate: inst.DiskTemplate,
-		UIDPool: c.UIDPool, SharedFileDir: c.SharedFileStorageDir,
+		UIDPool: c.UIDPool, SharedFileDir: c.SharedFileStorageDir, NetworkPort: inst.NetworkPort,
 	}
 	for i, d := range inst.Disks {
 		s.Disks = append(s.Disks, nodeapi.DiskSpec{UUID: d.UUID, Name: d.Name, Index: i, SizeMiB: d.SizeMiB, Mode: d.Mode, Params: p.nodeDiskParams(inst.DiskTemplate, inst.PrimaryNode)})

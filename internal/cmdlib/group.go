@@ -84,6 +84,8 @@ type groupChanges struct {
 	NDParams    config.Params            `json:"ndparams,omitempty"`
 	DiskParams  map[string]config.Params `json:"diskparams,omitempty"`
 	IPolicy     config.Params            `json:"ipolicy,omitempty"`
+	HVState     config.HVState           `json:"hv_state,omitempty"`
+	DiskState   config.DiskState         `json:"disk_state,omitempty"`
 	Changed     []string                 `json:"changed,omitempty"` // the parameters given, in order
 }
 
@@ -92,12 +94,21 @@ type groupChanges struct {
 // are merged as the cluster's are, "default" or null removing a custom
 // value.
 func (c *groupChanges) prepare(p *Processor, op *opcodes.Op, g *config.NodeGroup) error {
-	for _, f := range []string{"hv_state", "disk_state"} {
-		if v := op.Params[f]; v != nil {
-			if m, ok := v.(map[string]any); !ok || len(m) > 0 {
-				return ecode.Errorf(ecode.Inval, "Static %s is not available in this version", strings.ReplaceAll(f, "_", " "))
-			}
+	if stateGiven(op, "hv_state") {
+		st, err := config.MergeHVState(g.HVStateStatic, op.Params["hv_state"])
+		if err != nil {
+			return err
 		}
+		c.HVState = st
+		c.Changed = append(c.Changed, "hv_state")
+	}
+	if stateGiven(op, "disk_state") {
+		st, err := config.MergeDiskState(g.DiskStateStatic, op.Params["disk_state"])
+		if err != nil {
+			return err
+		}
+		c.DiskState = st
+		c.Changed = append(c.Changed, "disk_state")
 	}
 	pol, err := checkAllocPolicy(op)
 	if err != nil {
@@ -152,6 +163,10 @@ func (c *groupChanges) apply(g *config.NodeGroup) {
 			g.DiskParams = cloneParamsMap(c.DiskParams)
 		case "ipolicy":
 			g.IPolicy = c.IPolicy.Clone()
+		case "hv_state":
+			g.HVStateStatic = c.HVState.Clone()
+		case "disk_state":
+			g.DiskStateStatic = c.DiskState.Clone()
 		}
 	}
 }
@@ -295,6 +310,10 @@ func (lu *groupSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opcode
 			v = opcodes.ParamText(upd.DiskParams)
 		case "ipolicy":
 			v = opcodes.ParamText(map[string]any(upd.IPolicy))
+		case "hv_state":
+			v = opcodes.ParamText(upd.HVStateStatic)
+		case "disk_state":
+			v = opcodes.ParamText(upd.DiskStateStatic)
 		}
 		lu.Out = append(lu.Out, [2]any{f, v})
 	}

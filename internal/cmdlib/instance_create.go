@@ -230,6 +230,11 @@ func (lu *instanceCreateLU) Steps() []Step {
 			if err := reserveNICAddrs(ctx, s, lu.Inst); err != nil {
 				return err
 			}
+			if hypervisorTakesPort(lu.Inst.Hypervisor) {
+				if err := assignNetworkPort(ctx, s, lu.Inst); err != nil {
+					return err
+				}
+			}
 			s.Tx().PutInstance(lu.Inst.Clone())
 			s.Logf(ctx, "Placing instance %s on node %s", lu.Inst.Name, lu.Node)
 			return nil

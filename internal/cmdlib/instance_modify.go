@@ -218,6 +218,14 @@ func (lu *instanceSetParamsLU) Steps() []Step {
 			return err
 		}
 		inst.HVParams, inst.BEParams, inst.OSParams, inst.OS = lu.HV, lu.BE, lu.OSP, lu.OS
+		// An instance created before ports were allocated, or of a
+		// hypervisor that gets none at creation, gets one when its console
+		// moves to a TCP port.
+		if consoleListensOnTCP(config.InstanceHVParams(s.Cfg().Cluster(), inst)) {
+			if err := assignNetworkPort(ctx, s, inst); err != nil {
+				return err
+			}
+		}
 		// Checked in Prereq; read from the op again so that the unit's
 		// saved state holds no private value.
 		if privUpd, _ := privateOSParamsUpdate(s.Op()); privUpd != nil {

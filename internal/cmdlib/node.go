@@ -97,6 +97,9 @@ func (lu *nodeAddLU) Prereq(ctx context.Context, p *Processor, op *opcodes.Op) e
 		}
 	}
 	n.MasterCandidate = n.MasterCapable && cands < p.Cfg.Cluster().CandidatePoolSize
+	if err := mergeStaticState(op, &n.HVStateStatic, &n.DiskStateStatic); err != nil {
+		return err
+	}
 	lu.Node = n
 	return nil
 }
@@ -207,7 +210,8 @@ func (lu *nodeSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opcodes
 		}
 		flags[f] = &b
 	}
-	if len(flags) == 0 && op.Params["ndparams"] == nil && op.Str("secondary_ip") == "" && op.Params["powered"] == nil {
+	if len(flags) == 0 && op.Params["ndparams"] == nil && op.Str("secondary_ip") == "" && op.Params["powered"] == nil &&
+		!stateGiven(op, "hv_state") && !stateGiven(op, "disk_state") {
 		return ecode.Errorf(ecode.Inval, "Please pass at least one modification")
 	}
 	upd := n.Clone()
@@ -317,6 +321,7 @@ func (lu *nodeSetParamsLU) updateStep() Step {
 		cur.MasterCandidate, cur.MasterCapable, cur.VMCapable = lu.Node.MasterCandidate, lu.Node.MasterCapable, lu.Node.VMCapable
 		cur.Offline, cur.Drained = lu.Node.Offline, lu.Node.Drained
 		cur.NDParams, cur.SecondaryIP = lu.Node.NDParams.Clone(), lu.Node.SecondaryIP
+		cur.HVStateStatic, cur.DiskStateStatic = lu.Node.HVStateStatic.Clone(), lu.Node.DiskStateStatic.Clone()
 		s.Tx().PutNode(cur)
 		return nil
 	}}

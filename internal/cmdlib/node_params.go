@@ -43,6 +43,13 @@ func (lu *nodeSetParamsLU) checkParams(ctx context.Context, p *Processor, op *op
 		upd.NDParams = nd
 		lu.ParamsChanged = true
 	}
+	if err := mergeStaticState(op, &upd.HVStateStatic, &upd.DiskStateStatic); err != nil {
+		return err
+	}
+	if stateGiven(op, "hv_state") || stateGiven(op, "disk_state") {
+		// As ndparams, Ganeti does not list these among the changes.
+		lu.ParamsChanged = true
+	}
 	if ip := op.Str("secondary_ip"); ip != "" {
 		if err := lu.checkSecondaryIP(ctx, p, op, upd, ip); err != nil {
 			return err

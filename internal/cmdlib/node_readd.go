@@ -66,6 +66,9 @@ func (lu *nodeAddLU) prereqReadd(ctx context.Context, p *Processor, op *opcodes.
 		return ecode.Errorf(ecode.State, "Node %s is a master candidate: demote it with 'node modify --master-candidate no' before re-adding it as not master capable", name)
 	}
 	n.Offline, n.Drained, n.MasterCandidate = false, false, old.MasterCandidate
+	if err := mergeStaticState(op, &n.HVStateStatic, &n.DiskStateStatic); err != nil {
+		return err
+	}
 	lu.Node, lu.Readd = n, true
 	return nil
 }
@@ -81,6 +84,7 @@ func (lu *nodeAddLU) readdSteps() []Step {
 		s.Logf(ctx, "Readding node %s (%s), the offline/drained flags were reset", cur.Name, lu.Node.PrimaryIP)
 		cur.PrimaryIP, cur.MasterCapable, cur.VMCapable = lu.Node.PrimaryIP, lu.Node.MasterCapable, lu.Node.VMCapable
 		cur.Offline, cur.Drained, cur.MasterCandidate = false, false, lu.Node.MasterCandidate
+		cur.HVStateStatic, cur.DiskStateStatic = lu.Node.HVStateStatic.Clone(), lu.Node.DiskStateStatic.Clone()
 		s.Tx().PutNode(cur)
 		return nil
 	}}, sshSyncStep()}

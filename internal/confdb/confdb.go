@@ -30,6 +30,9 @@ const (
 	pfxNameGroup = Prefix + "name/group/"
 	pfxNameInst  = Prefix + "name/instance/"
 	pfxMAC       = Prefix + "mac/"
+	// An instance's network_port (its VNC or SPICE console's TCP port),
+	// unique cluster-wide.
+	pfxNetPort = Prefix + "netport/"
 	// Networks (Ganeti's gnt-network); names are case-sensitive.
 	pfxNetwork     = Prefix + "network/"
 	pfxNameNetwork = Prefix + "name/network/"
@@ -77,6 +80,10 @@ type DB struct {
 	groups    *collection[*config.NodeGroup]
 	instances *collection[*config.Instance]
 	instMACs  *uniqueIndex[*config.Instance]
+	instPorts *uniqueIndex[*config.Instance]
+	// portsHeld are network ports handed out by FreeNetworkPort whose
+	// transaction has not committed yet, with when the hold lapses.
+	portsHeld map[int]time.Time
 	machines  *collection[*config.Machine]
 	ports     *collection[*config.MachinePort]
 	portMACs  *uniqueIndex[*config.MachinePort]

@@ -1,6 +1,7 @@
 package confdb
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/corral/corral/internal/config"
@@ -13,7 +14,8 @@ func (db *DB) reset() {
 	db.nodes = newCollection(pfxNode, pfxNameNode, foldName, func() *config.Node { return new(config.Node) })
 	db.groups = newCollection(pfxGroup, pfxNameGroup, keepName, func() *config.NodeGroup { return new(config.NodeGroup) })
 	db.instMACs = newUniqueIndex(pfxMAC, nicCount, nicMAC)
-	db.instances = newCollection(pfxInstance, pfxNameInst, foldName, func() *config.Instance { return new(config.Instance) }, db.instMACs)
+	db.instPorts = newUniqueIndex(pfxNetPort, netPortCount, netPort)
+	db.instances = newCollection(pfxInstance, pfxNameInst, foldName, func() *config.Instance { return new(config.Instance) }, db.instMACs, db.instPorts)
 	db.machines = newCollection(pfxMachine, pfxNameMachine, keepName, func() *config.Machine { return new(config.Machine) })
 	db.portMACs = newUniqueIndex(pfxPortMAC, one[*config.MachinePort], portMAC)
 	db.ports = newCollection(pfxPort, pfxNamePort, keepName, func() *config.MachinePort { return new(config.MachinePort) }, db.portMACs)
@@ -43,6 +45,15 @@ func kindOf(pfx string) string { return strings.TrimSuffix(strings.TrimPrefix(pf
 // nicCount and nicMAC give an instance's MACs as stored (lower case).
 func nicCount(i *config.Instance) int         { return len(i.NICs) }
 func nicMAC(i *config.Instance, k int) string { return i.NICs[k].MAC }
+
+// An instance has at most one network port; 0 means none.
+func netPortCount(i *config.Instance) int {
+	if i.NetworkPort > 0 {
+		return 1
+	}
+	return 0
+}
+func netPort(i *config.Instance, _ int) string { return strconv.Itoa(i.NetworkPort) }
 
 // A port has one MAC, stored in lower case.
 func one[T any](T) int                            { return 1 }

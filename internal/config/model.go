@@ -173,6 +173,12 @@ type Cluster struct {
 	// root prefix GanetiRoot ("" = /; tests use a temporary directory).
 	GanetiDropin bool   `json:"ganeti_dropin,omitempty"`
 	GanetiRoot   string `json:"ganeti_root,omitempty"`
+
+	// HVStateStatic and DiskStateStatic are Ganeti's hv_state_static and
+	// disk_state_static: resource figures the operator declares (see
+	// staticstate.go), stored filled with Ganeti's defaults.
+	HVStateStatic   HVState   `json:"hv_state_static,omitempty"`
+	DiskStateStatic DiskState `json:"disk_state_static,omitempty"`
 }
 
 // DefaultHypervisor is the first enabled one, as in Ganeti.
@@ -192,6 +198,7 @@ func (c *Cluster) Clone() *Cluster {
 	n.HiddenOS = slices.Clone(c.HiddenOS)
 	n.BlacklistedOS = slices.Clone(c.BlacklistedOS)
 	n.UIDPool = slices.Clone(c.UIDPool)
+	n.HVStateStatic, n.DiskStateStatic = c.HVStateStatic.Clone(), c.DiskStateStatic.Clone()
 	n.ReconcilerPauses = maps.Clone(c.ReconcilerPauses)
 	n.HVParams = cloneNested(c.HVParams)
 	n.OSParams = cloneNested(c.OSParams)
@@ -231,6 +238,9 @@ type NodeGroup struct {
 	// with the NIC parameters their instances' NICs get (Ganeti's
 	// group.networks).
 	Networks map[string]NetParams `json:"networks,omitempty"`
+	// Ganeti's hv_state_static and disk_state_static (staticstate.go).
+	HVStateStatic   HVState   `json:"hv_state_static,omitempty"`
+	DiskStateStatic DiskState `json:"disk_state_static,omitempty"`
 }
 
 func (g *NodeGroup) Clone() *NodeGroup {
@@ -240,6 +250,7 @@ func (g *NodeGroup) Clone() *NodeGroup {
 	n.DiskParams = cloneNested(g.DiskParams)
 	n.IPolicy = g.IPolicy.Clone()
 	n.Networks = maps.Clone(g.Networks)
+	n.HVStateStatic, n.DiskStateStatic = g.HVStateStatic.Clone(), g.DiskStateStatic.Clone()
 	return &n
 }
 
@@ -255,12 +266,16 @@ type Node struct {
 	Offline         bool   `json:"offline"`
 	Drained         bool   `json:"drained"`
 	NDParams        Params `json:"ndparams"`
+	// Ganeti's hv_state_static and disk_state_static (staticstate.go).
+	HVStateStatic   HVState   `json:"hv_state_static,omitempty"`
+	DiskStateStatic DiskState `json:"disk_state_static,omitempty"`
 }
 
 func (n *Node) Clone() *Node {
 	c := *n
 	c.Tags = slices.Clone(n.Tags)
 	c.NDParams = n.NDParams.Clone()
+	c.HVStateStatic, c.DiskStateStatic = n.HVStateStatic.Clone(), n.DiskStateStatic.Clone()
 	return &c
 }
 

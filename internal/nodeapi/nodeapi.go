@@ -120,6 +120,9 @@ type InstanceSpec struct {
 	// SharedFileDir is the cluster's shared_file_storage_dir, for the
 	// sharedfile template.
 	SharedFileDir string `json:"shared_file_storage_dir,omitempty"`
+	// NetworkPort is the instance's network_port, the TCP port of a VNC
+	// console bound to an IP address or of SPICE; 0 when it has none.
+	NetworkPort int `json:"network_port,omitempty"`
 }
 
 // InstanceArgs carries one instance.

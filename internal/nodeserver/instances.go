@@ -28,7 +28,7 @@ func diskOf(tmpl string, d nodeapi.DiskSpec) storage.Disk {
 // with the node-local disk paths and tap names.
 func (s *Server) hvSpec(in nodeapi.InstanceSpec) (hypervisor.InstanceSpec, error) {
 	spec := hypervisor.InstanceSpec{Name: in.Name, UUID: in.UUID, MemoryMiB: in.MemoryMiB, VCPUs: in.VCPUs, HVParams: in.HVParams,
-		UIDPool: uidpool.FromArrays(in.UIDPool)}
+		UIDPool: uidpool.FromArrays(in.UIDPool), NetworkPort: in.NetworkPort}
 	b, err := s.backend(in.DiskTemplate, in.SharedFileDir)
 	if err != nil {
 		return spec, err

@@ -21,8 +21,8 @@ func coreDefs() []Def {
 	shutdownTimeout := Param{Name: "shutdown_timeout", Type: TNonNegInt, Default: float64(120), Doc: "seconds to wait for a clean shutdown"}
 	instUUID := Param{Name: "instance_uuid", Type: TMaybeString, Default: nil, Doc: "instance uuid: must match instance_name"}
 	nodeUUID := Param{Name: "node_uuid", Type: TMaybeString, Default: nil, Doc: "node uuid: must match node_name"}
-	hvState := Param{Name: "hv_state", Type: TAny, Default: nil, Unsupported: "static hypervisor state"}
-	diskState := Param{Name: "disk_state", Type: TAny, Default: nil, Unsupported: "static disk state"}
+	hvState := Param{Name: "hv_state", Type: TAny, Default: nil, Doc: "static hypervisor state: {hypervisor: {cpu_node, cpu_total, mem_hv, mem_node, mem_total}}"}
+	diskState := Param{Name: "disk_state", Type: TAny, Default: nil, Doc: "static disk state: {storage type: {unit: {disk_overhead, disk_reserved, disk_total}}}"}
 	return []Def{
 		{ID: "OP_TEST_DELAY", KeyPrm: "duration", Doc: "sleep for a while (testing)", Params: []Param{
 			{Name: "duration", Type: TNonNegFloat, Required: true, Doc: "seconds to sleep", Max: MaxTestDelay, MaxDoc: "7 days"},
@@ -224,8 +224,8 @@ func clusterSetParams() []Param {
 		{Name: "modify_ssh_setup", Type: TAny, Default: nil, Doc: "whether Corral manages the nodes' SSH keys (bool)"},
 		{Name: "master_capability_rapi_modifiable", Type: TAny, Default: nil, Doc: "whether RAPI may change master_capable; when false only master capable nodes are potential master candidates (bool)"},
 		{Name: "force", Type: TBool, Default: false},
-		{Name: "hv_state", Type: TAny, Default: nil, Unsupported: "static hypervisor state"},
-		{Name: "disk_state", Type: TAny, Default: nil, Unsupported: "static disk state"},
+		{Name: "hv_state", Type: TAny, Default: nil, Doc: "static hypervisor state: {hypervisor: {cpu_node, cpu_total, mem_hv, mem_node, mem_total}}"},
+		{Name: "disk_state", Type: TAny, Default: nil, Doc: "static disk state: {storage type: {unit: {disk_overhead, disk_reserved, disk_total}}}"},
 		{Name: "vg_name", Type: TMaybeString, Default: nil, Unsupported: "LVM storage", Honoured: []any{""}},
 		{Name: "os_hvp", Type: TAny, Default: nil, Doc: "per-OS hypervisor parameters: {os: {hypervisor: {param: value}}}"},
 		{Name: "osparams_private_cluster", Type: TAny, Default: nil, Sensitive: Private, Doc: "private OS parameters per OS: {os: {param: value}}"},

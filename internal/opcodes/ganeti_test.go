@@ -175,7 +175,7 @@ func TestUnsupportedValuesRefused(t *testing.T) {
 		{`{"OP_ID":"OP_CLUSTER_SET_PARAMS","vg_name":"xenvg"}`, true},
 		{`{"OP_ID":"OP_CLUSTER_SET_PARAMS","hv_state":{},"reserved_lvs":[],"modify_etc_hosts":false}`, false},
 		{`{"OP_ID":"OP_CLUSTER_SET_PARAMS","modify_etc_hosts":true}`, true},
-		{`{"OP_ID":"OP_NODE_SET_PARAMS","node_name":"n","disk_state":{"lvm":{}}}`, true},
+		{`{"OP_ID":"OP_NODE_SET_PARAMS","node_name":"n","disk_state":{"plain":{"xenvg":{"disk_total":100}}}}`, false},
 		{`{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"a","disk_template":"drbd"}`, true},
 		{`{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"a","instance_communication":false}`, false},
 		{`{"OP_ID":"OP_CLUSTER_VERIFY","verify_clutter":true}`, true},

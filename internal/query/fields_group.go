@@ -53,6 +53,18 @@ func Groups() *Resource[*GroupRow] {
 			return ok(r.DiskParams)
 		}},
 		{Name: "custom_diskparams", Title: "CustomDiskParameters", Kind: KOther, Doc: "Disk parameters set on the group", Get: func(r *GroupRow) (any, int) { return ok(customDiskParams(r.Group)) }},
+		{Name: "hv_state", Title: "HypervisorState", Kind: KOther, Doc: "Hypervisor state declared by the operator (hv_state_static)", Get: func(r *GroupRow) (any, int) {
+			if r.Group.HVStateStatic == nil {
+				return ok(config.HVState{})
+			}
+			return ok(r.Group.HVStateStatic)
+		}},
+		{Name: "disk_state", Title: "DiskState", Kind: KOther, Doc: "Disk state declared by the operator (disk_state_static)", Get: func(r *GroupRow) (any, int) {
+			if r.Group.DiskStateStatic == nil {
+				return ok(config.DiskState{})
+			}
+			return ok(r.Group.DiskStateStatic)
+		}},
 		{Name: "ctime", Title: "CTime", Kind: KTimestamp, Doc: "Creation time", Get: func(r *GroupRow) (any, int) { return ok(r.Group.CTime) }},
 		{Name: "mtime", Title: "MTime", Kind: KTimestamp, Doc: "Modification time", Get: func(r *GroupRow) (any, int) { return ok(r.Group.MTime) }},
 		{Name: "serial_no", Title: "SerialNo", Kind: KNumber, Doc: "Serial number", Get: func(r *GroupRow) (any, int) { return ok(r.Group.Serial) }},

@@ -77,8 +77,18 @@ func nodeConfigFields() []Field[*NodeRow] {
 		{Name: "group.uuid", Title: "GroupUUID", Kind: KText, Doc: "Node group UUID", Get: func(r *NodeRow) (any, int) { return ok(r.Node.Group) }},
 		{Name: "ndparams", Title: "NodeParameters", Kind: KOther, Doc: "Node parameters (filled from the group's and the cluster's)", Get: func(r *NodeRow) (any, int) { return ok(emptyIfNil(r.NDParams)) }},
 		{Name: "custom_ndparams", Title: "CustomNodeParameters", Kind: KOther, Doc: "Node parameters set on the node", Get: func(r *NodeRow) (any, int) { return ok(emptyIfNil(r.Node.NDParams)) }},
-		{Name: "hv_state", Title: "HypervisorState", Kind: KOther, Doc: "Hypervisor state set by the operator (Corral keeps none)", Get: func(r *NodeRow) (any, int) { return ok(map[string]any{}) }},
-		{Name: "disk_state", Title: "DiskState", Kind: KOther, Doc: "Disk state set by the operator (Corral keeps none)", Get: func(r *NodeRow) (any, int) { return ok(map[string]any{}) }},
+		{Name: "hv_state", Title: "HypervisorState", Kind: KOther, Doc: "Hypervisor state declared by the operator (hv_state_static)", Get: func(r *NodeRow) (any, int) {
+			if r.Node.HVStateStatic == nil {
+				return ok(config.HVState{})
+			}
+			return ok(r.Node.HVStateStatic)
+		}},
+		{Name: "disk_state", Title: "DiskState", Kind: KOther, Doc: "Disk state declared by the operator (disk_state_static)", Get: func(r *NodeRow) (any, int) {
+			if r.Node.DiskStateStatic == nil {
+				return ok(config.DiskState{})
+			}
+			return ok(r.Node.DiskStateStatic)
+		}},
 		{Name: "pinst_cnt", Title: "Pinst", Kind: KNumber, Doc: "Number of primary instances", Get: func(r *NodeRow) (any, int) { return ok(len(r.Primary)) }},
 		{Name: "pinst_list", Title: "PriInstances", Kind: KOther, Doc: "Primary instances", Get: func(r *NodeRow) (any, int) { return ok(nonNil(r.Primary)) }},
 		{Name: "sinst_cnt", Title: "Sinst", Kind: KNumber, Doc: "Number of secondary instances", Get: func(r *NodeRow) (any, int) { return ok(0) }},

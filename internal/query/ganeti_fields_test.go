@@ -38,6 +38,7 @@ func ganetiFields(t *testing.T) map[string][][3]string {
 var corralOnlyFields = map[string][]string{
 	"node":     {"version", "status"},
 	"instance": {"rescue_state"},
+	"group":    {"hv_state", "disk_state"},
 }
 
 // AllDefs is what QueryFields answers for every resource; the test below
