@@ -26,14 +26,27 @@ func nicNetworkLocks(p *Processor, nics []any) []locking.Request {
 	var uuids []string
 	for _, r := range nics {
 		m, _ := r.(map[string]any)
-		name, _ := m["network"].(string)
-		if name == "" || strings.EqualFold(name, valueNone) {
-			continue
-		}
-		if n, ok := p.Cfg.Network(name); ok && !slices.Contains(uuids, n.UUID) {
-			uuids = append(uuids, n.UUID)
-		}
+		uuids = addNetworkNamed(p, uuids, m["network"])
 	}
+	return exclusiveNetLocks(uuids)
+}
+
+// addNetworkNamed adds the uuid of the network a NIC parameter names to
+// uuids, unless it is none, unknown (Prereq reports it) or there already.
+func addNetworkNamed(p *Processor, uuids []string, v any) []string {
+	name, _ := v.(string)
+	if name == "" || strings.EqualFold(name, valueNone) {
+		return uuids
+	}
+	if n, ok := p.Cfg.Network(name); ok && !slices.Contains(uuids, n.UUID) {
+		uuids = append(uuids, n.UUID)
+	}
+	return uuids
+}
+
+// exclusiveNetLocks locks the networks uuids exclusively, in a fixed
+// order; nothing for none.
+func exclusiveNetLocks(uuids []string) []locking.Request {
 	if len(uuids) == 0 {
 		return nil
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/corral/corral/internal/config"
@@ -49,19 +48,9 @@ func modifyNetworkLocks(p *Processor, op *opcodes.Op) []locking.Request {
 			continue
 		}
 		m, _ := l[len(l)-1].(map[string]any)
-		name, _ := m["network"].(string)
-		if name == "" || strings.EqualFold(name, valueNone) {
-			continue
-		}
-		if n, ok := p.Cfg.Network(name); ok && !slices.Contains(uuids, n.UUID) {
-			uuids = append(uuids, n.UUID)
-		}
+		uuids = addNetworkNamed(p, uuids, m["network"])
 	}
-	if len(uuids) == 0 {
-		return nil
-	}
-	sort.Strings(uuids)
-	return []locking.Request{netLock(locking.Exclusive, uuids...)}
+	return exclusiveNetLocks(uuids)
 }
 
 // modifyNICNetwork applies a NIC modification's network and ip to n, as
