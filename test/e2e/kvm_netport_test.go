@@ -1,14 +1,7 @@
 package e2e
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,40 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// writeVNCX509Dir writes a CA and a server certificate it signed, named as
-// qemu's tls-creds-x509 wants them (vnc_x509_path).
-func writeVNCX509Dir(t *testing.T, dir string) {
-	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "e2e vnc ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "node1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{"node1"},
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalPKCS8PrivateKey(key)
-	for name, block := range map[string]*pem.Block{
-		"ca-cert.pem":     {Type: "CERTIFICATE", Bytes: caDER},
-		"server-cert.pem": {Type: "CERTIFICATE", Bytes: der},
-		"server-key.pem":  {Type: "PRIVATE KEY", Bytes: keyDER},
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(block), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
+	"github.com/corral/corral/internal/hypervisor/kvm/kvmtest"
+)
 
 // readRFBBanner connects to a VNC server and returns the protocol version
 // line it greets with.
@@ -83,7 +45,7 @@ func TestKVMConsolesOnNetworkPorts(t *testing.T) {
 		t.Fatalf("node1's primary IP is %q", ip)
 	}
 	x509Dir := t.TempDir()
-	writeVNCX509Dir(t, x509Dir)
+	kvmtest.WriteX509Dir(t, x509Dir, "node1")
 	pwFile := filepath.Join(t.TempDir(), "vnc-password")
 	if err := os.WriteFile(pwFile, []byte("e2eVNCpw\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -4,16 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/des"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/binary"
 	"encoding/json"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"math/bits"
 	"net"
 	"os"
@@ -26,6 +19,7 @@ import (
 	"time"
 
 	"github.com/corral/corral/internal/hypervisor"
+	"github.com/corral/corral/internal/hypervisor/kvm/kvmtest"
 	"github.com/corral/corral/internal/netdev"
 )
 
@@ -92,39 +86,6 @@ func freeVNCPort(t *testing.T) int {
 	return 0
 }
 
-// writeX509Dir writes a CA and a server certificate it signed, named as
-// qemu's tls-creds-x509 wants them.
-func writeX509Dir(t *testing.T, dir string) {
-	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test vnc ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "localhost"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{"localhost"},
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalPKCS8PrivateKey(key)
-	for name, block := range map[string]*pem.Block{
-		"ca-cert.pem":     {Type: "CERTIFICATE", Bytes: caDER},
-		"server-cert.pem": {Type: "CERTIFICATE", Bytes: der},
-		"server-key.pem":  {Type: "PRIVATE KEY", Bytes: keyDER},
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(block), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestQemuHonoursHVParams starts a real qemu with the CPU, VNC, memory,
 // USB, sound and guest agent parameters and asks qemu (and /proc) whether
 // each took effect.
@@ -133,7 +94,7 @@ func TestQemuHonoursHVParams(t *testing.T) {
 		t.Skip("pinning two vCPUs apart needs two CPUs")
 	}
 	x509Dir, memDir := shortDir(t), shortDir(t)
-	writeX509Dir(t, x509Dir)
+	kvmtest.WriteX509Dir(t, x509Dir, "localhost")
 	if uid, gid := qemuUID(t); uid >= 0 {
 		if err := os.Chown(memDir, uid, gid); err != nil {
 			t.Fatal(err)
