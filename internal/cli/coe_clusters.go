@@ -22,11 +22,19 @@ var coeClusterDefaults = []string{"uuid", "name", "keypair", "node_count", "mast
 // coeAction submits op for cluster and reports it accepted; with --wait
 // it follows the job to its end.
 func (a *app) coeAction(ctx context.Context, c *luxi.Client, out io.Writer, op map[string]any, cluster, what string, w coeWaitOpts) error {
+	return a.coeSubmitFollow(ctx, c, out, op, cluster, w, func(id int64) string {
+		return fmt.Sprintf("Request to %s cluster %s has been accepted (job %d).", what, cluster, id)
+	})
+}
+
+// coeSubmitFollow submits op, prints the line accepted makes of its job
+// id and, with --wait, follows the job on cluster to its end.
+func (a *app) coeSubmitFollow(ctx context.Context, c *luxi.Client, out io.Writer, op map[string]any, cluster string, w coeWaitOpts, accepted func(id int64) string) error {
 	id, err := coeSubmit(ctx, c, op)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "Request to %s cluster %s has been accepted (job %d).\n", what, cluster, id)
+	fmt.Fprintln(out, accepted(id))
 	if !w.on() {
 		return nil
 	}
@@ -90,16 +98,9 @@ Labels replace the template's unless --merge-labels is given.`,
 			}
 			ctx := cmd.Context()
 			return a.env.withClient(ctx, func(c *luxi.Client) error {
-				id, err := coeSubmit(ctx, c, op)
-				if err != nil {
-					return err
-				}
-				out := cmd.OutOrStdout()
-				fmt.Fprintf(out, "Request to create cluster %s accepted (job %d)\n", uuid, id)
-				if !w.on() {
-					return nil
-				}
-				return a.coeFollow(ctx, c, out, id, uuid, w.secs)
+				return a.coeSubmitFollow(ctx, c, cmd.OutOrStdout(), op, uuid, w, func(id int64) string {
+					return fmt.Sprintf("Request to create cluster %s accepted (job %d)", uuid, id)
+				})
 			})
 		},
 	}

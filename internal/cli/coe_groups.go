@@ -79,16 +79,9 @@ are there.`,
 			}
 			ctx := cmd.Context()
 			return a.env.withClient(ctx, func(c *luxi.Client) error {
-				id, err := coeSubmit(ctx, c, op)
-				if err != nil {
-					return err
-				}
-				out := cmd.OutOrStdout()
-				fmt.Fprintf(out, "Request to create the node group %s (%s) of cluster %s has been accepted (job %d).\n", args[1], uuid, args[0], id)
-				if !w.on() {
-					return nil
-				}
-				return a.coeFollow(ctx, c, out, id, args[0], w.secs)
+				return a.coeSubmitFollow(ctx, c, cmd.OutOrStdout(), op, args[0], w, func(id int64) string {
+					return fmt.Sprintf("Request to create the node group %s (%s) of cluster %s has been accepted (job %d).", args[1], uuid, args[0], id)
+				})
 			})
 		},
 	}
