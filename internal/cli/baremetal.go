@@ -134,6 +134,12 @@ func addBMOutputFlags(cmd *cobra.Command, o *bmOutput, defaults []string) {
 // writeObjects prints objects (API-shaped maps) as a table of fields, or
 // as a JSON list of them.
 func (a *app) writeObjects(w io.Writer, o *bmOutput, defaults []string, objs []map[string]any) error {
+	return a.writeAPIObjects(w, o, bmField, defaults, objs)
+}
+
+// writeAPIObjects prints objects as a table of the fields o selects (the
+// defaults when none), each of the kind field gives, or as JSON.
+func (a *app) writeAPIObjects(w io.Writer, o *bmOutput, field func(string) fieldDef, defaults []string, objs []map[string]any) error {
 	if o.json() {
 		return writeJSON(w, objs)
 	}
@@ -151,7 +157,7 @@ func (a *app) writeObjects(w io.Writer, o *bmOutput, defaults []string, objs []m
 	if err != nil {
 		return err
 	}
-	return fm.writeTable(w, &o.listOpts, bmField, fields, rows)
+	return fm.writeTable(w, &o.listOpts, field, fields, rows)
 }
 
 // writeObject prints one object as Field/Value lines, sorted as the

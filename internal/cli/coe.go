@@ -218,24 +218,7 @@ func coeField(name string) fieldDef {
 
 // writeCOEObjects prints documents as a table of fields, or as JSON.
 func (a *app) writeCOEObjects(w io.Writer, o *bmOutput, defaults []string, objs []map[string]any) error {
-	if o.json() {
-		return writeJSON(w, objs)
-	}
-	fields, err := selectFields(o.output, defaults)
-	if err != nil {
-		return err
-	}
-	rows := make([][]any, len(objs))
-	for i, obj := range objs {
-		for _, f := range fields {
-			rows[i] = append(rows[i], obj[f])
-		}
-	}
-	fm, err := a.newFormatter(&o.listOpts)
-	if err != nil {
-		return err
-	}
-	return fm.writeTable(w, &o.listOpts, coeField, fields, rows)
+	return a.writeAPIObjects(w, o, coeField, defaults, objs)
 }
 
 // addShowOutput is the -o of the show commands: only json.
