@@ -133,7 +133,7 @@ type InstanceArgs struct {
 // ShutdownArgs stops an instance.
 type ShutdownArgs struct {
 	Instance InstanceSpec `json:"instance"`
-	Timeout  int          `json:"timeout"` // seconds
+	Timeout  int          `json:"timeout"` // seconds; 0 stops the instance at once
 	Force    bool         `json:"force"`
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"time"
 
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/failpoint"
@@ -133,11 +132,10 @@ func (s *Server) instanceShutdown(ctx context.Context, a nodeapi.ShutdownArgs) (
 	if err != nil {
 		return nil, err
 	}
-	timeout := seconds.Int(int64(a.Timeout))
-	if timeout <= 0 {
-		timeout = 2 * time.Minute
-	}
-	if err := h.Stop(ctx, in.Name, timeout, a.Force); err != nil {
+	// A timeout of 0 gives the guest no time, as in Ganeti: the
+	// instance is stopped at once, as with force.
+	timeout, force := seconds.Int(int64(a.Timeout)), a.Force || a.Timeout <= 0
+	if err := h.Stop(ctx, in.Name, timeout, force); err != nil {
 		return nil, err
 	}
 	s.opts.Failpoints.Hit(failpoint.NodeInstanceStopped)
