@@ -251,6 +251,14 @@ func openOn(ctx context.Context, opts Options, st store.Store, term *election.Te
 	c.Epoch++
 	if term != nil {
 		c.Epoch = max(c.Epoch, term.Token)
+		// The configuration names the node the elected master runs on,
+		// so getmaster, ssconf and the checks that spare the master
+		// follow a failover. Candidates are named after their node; one
+		// that is not (a test's) leaves the record as it is.
+		if n, ok := d.cfg.Node(term.Name); ok && c.MasterNode != n.UUID {
+			d.log.Info("recording the new master node", "node", n.Name, "was", c.MasterNode)
+			c.MasterNode = n.UUID
+		}
 	}
 	tx := d.cfg.Begin()
 	tx.PutCluster(c)

@@ -201,6 +201,10 @@ func TestMasterIPFollowsFailover(t *testing.T) {
 		t.Fatalf("after master-failover --to node2, %s leads", second.Name)
 	}
 	wantMIP(t, ns, ip, "node2", "32")
+	// The configuration follows: getmaster names the new master's node.
+	if out, err := c.corralAt(second.Socket, "cluster", "getmaster"); err != nil || out != "node2\n" {
+		t.Fatalf("cluster getmaster after the failover: %v %q, want node2", err, out)
+	}
 	out, err = c.corralAt(second.Socket, "cluster", "verify")
 	if err != nil || strings.Contains(out, "master IP") {
 		t.Fatalf("verify after the failover: %v\n%s", err, out)
@@ -214,6 +218,9 @@ func TestMasterIPFollowsFailover(t *testing.T) {
 		t.Fatalf("after the kill of node2's master, %s leads", third.Name)
 	}
 	wantMIP(t, ns, ip, "node1", "32")
+	if out, err := c.corralAt(third.Socket, "cluster", "getmaster"); err != nil || out != "node1\n" {
+		t.Fatalf("cluster getmaster after the kill: %v %q, want node1", err, out)
+	}
 }
 
 // TestClusterInitClusterIP: `corral cluster init` records --cluster-ip,
