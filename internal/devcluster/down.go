@@ -65,7 +65,7 @@ func Down(ctx context.Context, stateDir string, purge bool, logf func(string, ..
 				logf("  %v", err)
 			}
 			for i := 0; i < 8; i++ {
-				_ = netdev.DeleteTap(netdev.TapName(r.UUID, i))
+				_ = netdev.DeleteTap(netdev.TapName(e.Name(), r.UUID, i))
 			}
 		}
 	}

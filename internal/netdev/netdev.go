@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"net/netip"
 	"os/exec"
 	"os/user"
@@ -77,15 +78,20 @@ func DeleteTap(name string) error {
 	return Links{}.DeleteTap(ctx, name)
 }
 
-// TapName derives a NIC's tap name from its instance's uuid and the NIC
-// index: "crl" + the uuid's first 8 hex digits + "n" + index, 13 to 15
-// characters for up to 1000 NICs, inside the kernel's 15-character limit.
-func TapName(instUUID string, idx int) string {
+// TapName derives a NIC's tap name from the node it is on, its instance's
+// uuid and the NIC index: "crl" + the uuid's first 5 hex digits + 3 hex
+// digits of a hash of the node's name + "n" + index, 13 to 15 characters
+// for up to 1000 NICs, inside the kernel's 15-character limit. The node's
+// part keeps apart the taps of one instance on two node daemons of one
+// host (a migration between them needs both at once).
+func TapName(node, instUUID string, idx int) string {
 	hex := strings.ToLower(strings.ReplaceAll(instUUID, "-", ""))
-	if len(hex) > 8 {
-		hex = hex[:8]
+	if len(hex) > 5 {
+		hex = hex[:5]
 	}
-	return "crl" + hex + "n" + strconv.Itoa(idx)
+	h := fnv.New32a()
+	h.Write([]byte(node))
+	return fmt.Sprintf("crl%s%03xn%d", hex, h.Sum32()&0xfff, idx)
 }
 
 // CreateTap makes a persistent tap named name, owned by user owner (so an

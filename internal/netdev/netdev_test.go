@@ -14,23 +14,31 @@ import (
 )
 
 func TestTapName(t *testing.T) {
+	const uuid = "6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b"
 	tests := []struct {
-		uuid string
-		idx  int
-		want string
+		node, uuid string
+		idx        int
 	}{
-		{"6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b", 0, "crl6f1c2a3bn0"},
-		{"6F1C2A3B-4D5E-4F60-8A7B-9C0D1E2F3A4B", 7, "crl6f1c2a3bn7"},
-		{"6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b", 999, "crl6f1c2a3bn999"},
+		{"node1", uuid, 0},
+		{"node1", strings.ToUpper(uuid), 7},
+		{"node1", uuid, 999},
+		{"node2.example.com", uuid, 3},
 	}
 	for _, tc := range tests {
-		got := TapName(tc.uuid, tc.idx)
-		if got != tc.want {
-			t.Errorf("TapName(%s, %d) = %s, want %s", tc.uuid, tc.idx, got, tc.want)
+		got := TapName(tc.node, tc.uuid, tc.idx)
+		if want := fmt.Sprintf("n%d", tc.idx); !strings.HasPrefix(got, "crl6f1c2") || !strings.HasSuffix(got, want) || len(got) != 11+len(want) {
+			t.Errorf("TapName(%s, %s, %d) = %s, want crl6f1c2 + 3 hex + %s", tc.node, tc.uuid, tc.idx, got, want)
 		}
-		if len(got) > maxIfName || checkIfName(got) != nil {
-			t.Errorf("TapName(%s, %d) = %s is not a valid interface name", tc.uuid, tc.idx, got)
+		if len(got) > 15 || strings.ContainsAny(got, "/: ") {
+			t.Errorf("TapName(%s, %s, %d) = %s is not a valid interface name", tc.node, tc.uuid, tc.idx, got)
 		}
+		if again := TapName(tc.node, strings.ToLower(tc.uuid), tc.idx); again != got {
+			t.Errorf("TapName is not stable: %s then %s", got, again)
+		}
+	}
+	// Two node daemons on one host never share an instance's tap name.
+	if a, b := TapName("node1", uuid, 0), TapName("node2", uuid, 0); a == b {
+		t.Errorf("node1 and node2 both name the tap %s", a)
 	}
 }
 
@@ -212,7 +220,7 @@ func TestTapsInNetns(t *testing.T) {
 	}
 
 	// Bridged.
-	tap := TapName("6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b", 0)
+	tap := TapName("node1", "6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b", 0)
 	if err := l.CreateTap(ctx, tap, "nobody", ModeBridged, "br0", ""); err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func (s *Server) hvSpec(in nodeapi.InstanceSpec) (hypervisor.InstanceSpec, error
 	for i, n := range in.NICs {
 		nic := hypervisor.NICSpec{Index: i, MAC: n.MAC, Mode: n.Mode, Link: n.Link, IP: n.IP}
 		if in.Hypervisor == hypervisor.KVM {
-			nic.Tap = netdev.TapName(in.UUID, i)
+			nic.Tap = netdev.TapName(s.name, in.UUID, i)
 		}
 		spec.NICs = append(spec.NICs, nic)
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corral/corral/internal/netdev"
 )
 
 // guestShell types commands on a kvm guest's serial console and reads
@@ -179,10 +181,12 @@ func TestKVMHotplug(t *testing.T) {
 	}
 }
 
-// TestKVMHotplugThenMigrate: a disk hot-added to a running instance is on
-// the destination of a live migration, at the same place: the destination
-// starts from the configuration with the same device ids and PCI slots,
-// and the guest keeps reading what it wrote to the disk.
+// TestKVMHotplugThenMigrate: a disk and a NIC hot-added to a running
+// instance are on the destination of a live migration, at the same place:
+// the destination starts from the configuration with the same device ids
+// and PCI slots, and the guest keeps reading what it wrote to the disk.
+// Both node daemons run on this host, so the source's and the
+// destination's taps of the NIC exist at once under names of their own.
 func TestKVMHotplugThenMigrate(t *testing.T) {
 	requireRoot(t)
 	requireQemu(t)
@@ -217,11 +221,20 @@ func TestKVMHotplugThenMigrate(t *testing.T) {
 		b, _ := os.ReadFile(logPath)
 		return strings.Contains(string(b), "CORRAL-GUEST-BOOTED name=vm1")
 	})
+	br := fmt.Sprintf("crlhm%d", os.Getpid()%100000)
+	if out, err := exec.Command("ip", "link", "add", br, "type", "bridge").CombinedOutput(); err != nil {
+		t.Fatalf("creating bridge: %v %s", err, out)
+	}
+	defer exec.Command("ip", "link", "del", br).Run()
+	_ = exec.Command("ip", "link", "set", br, "up").Run()
 	g := dialGuestShell(t, m.serialSock("node1"))
-	if out, err := c.corral("instance", "modify", "--hotplug", "--disk", "add:size=32M", "vm1"); err != nil || !strings.Contains(out, "disk/1 -> hotplug:done") {
+	out, err := c.corral("instance", "modify", "--hotplug", "--disk", "add:size=32M", "--net", "add:mode=bridged,link="+br, "vm1")
+	if err != nil || !strings.Contains(out, "disk/1 -> hotplug:done") || !strings.Contains(out, "nic.0 -> hotplug:done") {
 		t.Fatalf("hot add: %v\n%s", err, out)
 	}
 	g.until("the hot-added disk", "cat /sys/block/vdb/size", func(s string) bool { return strings.TrimSpace(s) == "65536" })
+	g.until("the hot-added NIC", "ls /sys/class/net", func(s string) bool { return strings.Contains(s, "eth0") })
+	mac := strings.TrimSpace(g.run("cat /sys/class/net/eth0/address"))
 	g.run("echo hotplugged-data > /dev/vdb; sync")
 	g.conn.Close() // the serial socket takes one client; the destination's is another
 	id, status, res := c.submit(map[string]any{"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": "vm1", "target_node": "node2"})
@@ -234,6 +247,15 @@ func TestKVMHotplugThenMigrate(t *testing.T) {
 	g2 := dialGuestShell(t, m.serialSock("node2"))
 	if out := g2.run("cat /sys/block/vdb/size; head -c 16 /dev/vdb"); !strings.Contains(out, "65536") || !strings.Contains(out, "hotplugged-data") {
 		t.Fatalf("the hot-added disk on the destination: %q", out)
+	}
+	if out := g2.run("cat /sys/class/net/eth0/address"); !strings.Contains(out, mac) {
+		t.Fatalf("the hot-added NIC on the destination: %q, want MAC %s", out, mac)
+	}
+	// The destination's tap is on the bridge; the source's is gone.
+	dst, src := netdev.TapName("node2", m.uuid, 0), netdev.TapName("node1", m.uuid, 0)
+	links, err := exec.Command("ip", "-o", "link", "show", "master", br).CombinedOutput()
+	if err != nil || !strings.Contains(string(links), dst) || strings.Contains(string(links), src) {
+		t.Fatalf("taps on %s after the migration: %v\n%s\nwant %s and not %s", br, err, links, dst, src)
 	}
 	// And it is hot-removed there, by the same id.
 	if out, err := c.corral("instance", "modify", "--hotplug", "--disk", "1:remove", "vm1"); err != nil || !strings.Contains(out, "disk/1 -> hotplug:done") {

@@ -132,7 +132,7 @@ func TestKVMInstanceBoots(t *testing.T) {
 	}
 	waitFor(t, 120*time.Second, "the guest's boot marker on the serial console", booted)
 
-	tap := netdev.TapName(uuid, 0)
+	tap := netdev.TapName("node1", uuid, 0)
 	if out, err := exec.Command("ip", "-o", "link", "show", "master", br).CombinedOutput(); err != nil || !strings.Contains(string(out), tap) {
 		t.Fatalf("tap %s not on bridge %s: %v %s", tap, br, err, out)
 	}
