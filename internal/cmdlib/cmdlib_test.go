@@ -149,7 +149,7 @@ func openEnvOn(t *testing.T, st store.Store, path string, node *nodeDouble, fres
 	var cfg *confdb.DB
 	if fresh {
 		c := &config.Cluster{Meta: config.Meta{Name: "c1"}, ClusterName: "c1", RPCPort: 1811,
-			EnabledHypervisors: []string{"fake"}, HVParams: map[string]config.Params{"fake": {"kernel_path": ""}},
+			EnabledHypervisors: []string{"fake", "kvm"}, HVParams: map[string]config.Params{"fake": {"migration_mode": "live"}, "kvm": {"kernel_path": ""}},
 			BEParams: config.DefaultBEParams(), NICParams: config.DefaultNICParams(), OSParams: map[string]config.Params{},
 			EnabledDiskTemplates: []string{"file", "diskless"}, MACPrefix: "aa:00:00", CandidatePoolSize: 10,
 			MaxRunningJobs: 20, JobQueueSize: 5000}
@@ -223,7 +223,7 @@ func TestCreateValidationChangesNothing(t *testing.T) {
 	if st, res := e.run(t, create("ok1", nil)); st != "success" {
 		t.Fatalf("create: %s %v", st, res)
 	}
-	if st, res := e.run(t, create("ok2", map[string]any{"hvparams": map[string]any{"cpu_mask": "0:all", "vhost_net": "no"}, "beparams": map[string]any{"vcpus": 2}})); st != "success" {
+	if st, res := e.run(t, create("ok2", map[string]any{"hypervisor": "kvm", "hvparams": map[string]any{"cpu_mask": "0:all", "vhost_net": "no"}, "beparams": map[string]any{"vcpus": 2}})); st != "success" {
 		t.Fatalf("create with a parameter the cluster's stored hvparams lack: %s %v", st, res)
 	}
 	cases := []struct {
@@ -236,6 +236,8 @@ func TestCreateValidationChangesNothing(t *testing.T) {
 		{create("x1", map[string]any{"disk_template": "plain"}), ecode.Inval, "not supported"},
 		{create("x2", map[string]any{"hypervisor": "xen"}), ecode.State, "not enabled"},
 		{create("x3", map[string]any{"hvparams": map[string]any{"nosuch": 1}}), ecode.Inval, "Unknown hypervisor parameter"},
+		// The fake hypervisor has its own parameters, not kvm's.
+		{create("x3b", map[string]any{"hvparams": map[string]any{"kernel_path": "/boot/vmlinuz"}}), ecode.Inval, "Unknown hypervisor parameter 'kernel_path' for fake"},
 		{create("x4", map[string]any{"beparams": map[string]any{"maxmem": -1}}), ecode.Inval, "must be a positive integer, got -1"},
 		{create("x5", map[string]any{"pnode": "ghost"}), ecode.NoEnt, "not known"},
 		{create("x6", map[string]any{"disks": []any{map[string]any{"size": 1 << 30}}}), ecode.NoRes, "Can't find a node"},
@@ -248,10 +250,10 @@ func TestCreateValidationChangesNothing(t *testing.T) {
 		{create("x13", map[string]any{"mode": "remote-import", "source_instance_name": "x"}), ecode.Environ, "domain secret"},
 		// Parameters the hypervisor's table checks, the cluster's stored
 		// hvparams lacking them (a cluster older than the parameter).
-		{create("x14", map[string]any{"hvparams": map[string]any{"cpu_mask": "2-1"}}), ecode.Inval, "Invalid CPU ID range definition"},
-		{create("x15", map[string]any{"hvparams": map[string]any{"user_shutdown": true}}), ecode.Inval, "enabled_user_shutdown"},
-		{create("x16", map[string]any{"hvparams": map[string]any{"vnc_x509_verify": "yes"}}), ecode.Inval, "vnc_x509_path must be defined"},
-		{create("x17", map[string]any{"hvparams": map[string]any{"cpu_mask": "0:1:0"}, "beparams": map[string]any{"vcpus": 2}}), ecode.Inval, "Number of vCPUs [2] does not match the CPU mask [0:1:0]"},
+		{create("x14", map[string]any{"hypervisor": "kvm", "hvparams": map[string]any{"cpu_mask": "2-1"}}), ecode.Inval, "Invalid CPU ID range definition"},
+		{create("x15", map[string]any{"hypervisor": "kvm", "hvparams": map[string]any{"user_shutdown": true}}), ecode.Inval, "enabled_user_shutdown"},
+		{create("x16", map[string]any{"hypervisor": "kvm", "hvparams": map[string]any{"vnc_x509_verify": "yes"}}), ecode.Inval, "vnc_x509_path must be defined"},
+		{create("x17", map[string]any{"hypervisor": "kvm", "hvparams": map[string]any{"cpu_mask": "0:1:0"}, "beparams": map[string]any{"vcpus": 2}}), ecode.Inval, "Number of vCPUs [2] does not match the CPU mask [0:1:0]"},
 	}
 	serial := e.cfg.Serial()
 	for _, c := range cases {

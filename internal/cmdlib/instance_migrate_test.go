@@ -172,7 +172,7 @@ func migrationEnv(t *testing.T, bandwidthMiB int) (*env, *fakeNodes, *config.Ins
 	c := e.cfg.Cluster()
 	c.EnabledDiskTemplates = append(c.EnabledDiskTemplates, config.DTSharedFile)
 	c.SharedFileStorageDir = "/srv/shared"
-	c.HVParams["fake"] = config.Params{"kernel_path": "", "migration_port": fmt.Sprint(freeTCPPort(t)), "migration_bandwidth": fmt.Sprint(bandwidthMiB)}
+	c.HVParams["fake"] = config.Params{"migration_port": fmt.Sprint(freeTCPPort(t)), "migration_bandwidth": fmt.Sprint(bandwidthMiB)}
 	tx.PutCluster(c)
 	n1, _ := e.cfg.Node("n1")
 	n1.PrimaryIP = "127.0.0.1"

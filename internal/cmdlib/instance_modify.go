@@ -72,7 +72,9 @@ func (lu *instanceSetParamsLU) Prereq(ctx context.Context, p *Processor, op *opc
 	hvChecked := map[string]any{}
 	for k, v := range hvUpd {
 		if v == nil || v == "default" {
-			if _, ok := knownHVParams(c, inst.Hypervisor)[k]; !ok {
+			// A value the instance holds may always go, even one its
+			// hypervisor no longer knows.
+			if _, ok := knownHVParams(c, inst.Hypervisor)[k]; !ok && inst.HVParams[k] == nil {
 				return ecode.Errorf(ecode.Inval, "Unknown hypervisor parameter '%s' for %s", k, inst.Hypervisor)
 			}
 			hvChecked[k] = nil

@@ -50,7 +50,7 @@ func opsThatWouldEndARescue(name string) []struct {
 		{map[string]any{"OP_ID": "OP_INSTANCE_REBOOT", "instance_name": name, "reboot_type": "soft"}, "cannot reboot it"},
 		{map[string]any{"OP_ID": "OP_INSTANCE_REBOOT", "instance_name": name, "reboot_type": "full"}, "cannot reboot it"},
 		{map[string]any{"OP_ID": "OP_INSTANCE_REINSTALL", "instance_name": name}, "cannot reinstall it"},
-		{map[string]any{"OP_ID": "OP_INSTANCE_SET_PARAMS", "instance_name": name, "hvparams": map[string]any{"kernel_path": "/boot/other"}},
+		{map[string]any{"OP_ID": "OP_INSTANCE_SET_PARAMS", "instance_name": name, "hvparams": map[string]any{"migration_downtime": "40"}},
 			"cannot change its hypervisor parameters"},
 		{map[string]any{"OP_ID": "OP_BACKUP_EXPORT", "instance_name": name, "mode": "local", "target_node": "n1", "shutdown": true},
 			"cannot export it"},
@@ -102,7 +102,7 @@ func TestInstanceRescueRefusesWhatWouldEndIt(t *testing.T) {
 	}
 	for _, op := range []map[string]any{
 		{"OP_ID": "OP_INSTANCE_REBOOT", "instance_name": "i1", "reboot_type": "soft"},
-		{"OP_ID": "OP_INSTANCE_SET_PARAMS", "instance_name": "i1", "hvparams": map[string]any{"kernel_path": "/boot/other"}},
+		{"OP_ID": "OP_INSTANCE_SET_PARAMS", "instance_name": "i1", "hvparams": map[string]any{"migration_downtime": "40"}},
 		{"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": "i1"},
 		{"OP_ID": "OP_INSTANCE_REINSTALL", "instance_name": "i1"},
 		{"OP_ID": "OP_INSTANCE_STARTUP", "instance_name": "i1"},

@@ -1,13 +1,13 @@
 package cmdlib
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 )
 
 // TestModifyGivesPortlessInstanceAPort: an instance without a network port
-// (the fake hypervisor gets none at creation; older kvm instances had
-// none) gets the lowest free one when a modify moves its console to TCP,
+// (older kvm instances had none) gets the lowest free one when a modify moves its console to TCP,
 // keeps it across later modifies, and frees it on removal.
 func TestModifyGivesPortlessInstanceAPort(t *testing.T) {
 	e := openEnv(t, filepath.Join(t.TempDir(), "s.db"), newNodeDouble(), true)
@@ -30,11 +30,22 @@ func TestModifyGivesPortlessInstanceAPort(t *testing.T) {
 		t.Helper()
 		mustRun(map[string]any{"OP_ID": "OP_INSTANCE_SET_PARAMS", "instance_name": name, "hvparams": hv})
 	}
-	for _, n := range []string{"a", "b", "c"} {
-		mustRun(create(n, map[string]any{"pnode": "n1", "nics": []any{}}))
-		if p := port(n); p != 0 {
-			t.Fatalf("fake instance %s got port %d at creation", n, p)
+	for i, n := range []string{"a", "b", "c"} {
+		mustRun(create(n, map[string]any{"pnode": "n1", "nics": []any{}, "hypervisor": "kvm"}))
+		if p := port(n); p != 11000+i {
+			t.Fatalf("kvm instance %s got port %d at creation, want %d", n, p, 11000+i)
 		}
+	}
+	// As instances made before ports were allocated, they have none.
+	tx := e.cfg.Begin()
+	for _, n := range []string{"a", "b", "c"} {
+		i, _ := e.cfg.Instance(n)
+		i = i.Clone()
+		i.NetworkPort = 0
+		tx.PutInstance(i)
+	}
+	if err := e.cfg.Commit(context.Background(), tx); err != nil {
+		t.Fatal(err)
 	}
 	modifyHV("a", map[string]any{"kernel_args": "ro"})
 	if p := port("a"); p != 0 {

@@ -170,29 +170,29 @@ func TestClusterOSHVParams(t *testing.T) {
 	set := func(osHVP map[string]any) (string, []any) {
 		return e.run(t, map[string]any{"OP_ID": "OP_CLUSTER_SET_PARAMS", "os_hvp": osHVP})
 	}
-	if st, res := set(map[string]any{"tiny": map[string]any{"fake": map[string]any{"kernel_path": "/os"}},
-		"tiny+other": map[string]any{"fake": map[string]any{"kernel_path": "/variant"}}}); st != "success" {
+	if st, res := set(map[string]any{"tiny": map[string]any{"fake": map[string]any{"migration_downtime": "10"}},
+		"tiny+other": map[string]any{"fake": map[string]any{"migration_downtime": "20"}}}); st != "success" {
 		t.Fatalf("set os_hvp: %s %v", st, res)
 	}
 	if st, res := e.run(t, create("web1", map[string]any{"start": false})); st != "success" {
 		t.Fatalf("create: %s %v", st, res)
 	}
 	inst, _ := e.cfg.Instance("web1")
-	if got := e.proc.Spec(inst).HVParams["kernel_path"]; got != "/os" {
-		t.Fatalf("instance of tiny+default: kernel_path %q, want the OS's /os", got)
+	if got := e.proc.Spec(inst).HVParams["migration_downtime"]; got != "10" {
+		t.Fatalf("instance of tiny+default: migration_downtime %q, want the OS's 10", got)
 	}
 	inst.OS = "tiny+other"
-	if got := e.proc.Spec(inst).HVParams["kernel_path"]; got != "/variant" {
-		t.Fatalf("instance of tiny+other: kernel_path %q, want the variant's", got)
+	if got := e.proc.Spec(inst).HVParams["migration_downtime"]; got != "20" {
+		t.Fatalf("instance of tiny+other: migration_downtime %q, want the variant's", got)
 	}
-	inst.HVParams = config.Params{"kernel_path": "/own"}
-	if got := e.proc.Spec(inst).HVParams["kernel_path"]; got != "/own" {
+	inst.HVParams = config.Params{"migration_downtime": "30"}
+	if got := e.proc.Spec(inst).HVParams["migration_downtime"]; got != "30" {
 		t.Fatalf("the instance's own value must win: %q", got)
 	}
-	if st, res := set(map[string]any{"tiny": map[string]any{"fake": map[string]any{"kernel_path": "default"}}}); st != "success" {
+	if st, res := set(map[string]any{"tiny": map[string]any{"fake": map[string]any{"migration_downtime": "default"}}}); st != "success" {
 		t.Fatalf("reset: %s %v", st, res)
 	}
-	if c := e.cfg.Cluster(); c.OSHVParams["tiny"] != nil || c.OSHVParams["tiny+other"]["fake"]["kernel_path"] != "/variant" {
+	if c := e.cfg.Cluster(); c.OSHVParams["tiny"] != nil || c.OSHVParams["tiny+other"]["fake"]["migration_downtime"] != "20" {
 		t.Fatalf("after reset: %v", c.OSHVParams)
 	}
 	if st, res := set(map[string]any{"tiny": map[string]any{"kvm9": map[string]any{}}}); st != "error" || !strings.Contains(mustJSON(res), "Unknown hypervisor 'kvm9'") {

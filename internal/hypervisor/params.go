@@ -162,10 +162,24 @@ func MigrationCaps(hv map[string]string) []string {
 	return strings.Split(hv[ParamMigrationCaps], ":")
 }
 
+// fakeParams are the fake hypervisor's own parameters: Ganeti's
+// migration_mode, and the migration_* parameters of Corral's migration,
+// which moves a fake instance's record over the same TLS stream a kvm
+// migration uses. It runs nothing, so nothing else can be chosen.
+var fakeParams = map[string]param{}
+
+func init() {
+	for _, k := range []string{ParamMigrationMode, ParamMigrationPort, ParamMigrationBandwidth, ParamMigrationDowntime, ParamMigrationCaps} {
+		fakeParams[k] = kvmParams[k]
+	}
+}
+
 func table(name string) map[string]param {
 	switch name {
-	case KVM, Fake:
+	case KVM:
 		return kvmParams
+	case Fake:
+		return fakeParams
 	}
 	return nil
 }

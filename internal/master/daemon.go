@@ -260,6 +260,9 @@ func openOn(ctx context.Context, opts Options, st store.Store, term *election.Te
 			c.MasterNode = n.UUID
 		}
 	}
+	if dropped := pruneHVParams(c); len(dropped) > 0 {
+		d.log.Info("dropping hypervisor parameters their hypervisor does not have", "params", dropped)
+	}
 	tx := d.cfg.Begin()
 	tx.PutCluster(c)
 	if err := d.cfg.Commit(ctx, tx); err != nil {

@@ -262,9 +262,9 @@ func ganetiInstanceCommands(t *testing.T, c *cluster) {
 	if v := c.instanceField("web1", "be/maxmem"); v != 256.0 {
 		t.Errorf("be/maxmem %v after modify -B", v)
 	}
-	c.mustGnt("gnt-instance", "modify", "-H", "acpi=false", "web1")
-	if v := c.instanceField("web1", "hv/acpi"); v != false {
-		t.Errorf("hv/acpi %v after modify -H", v)
+	c.mustGnt("gnt-instance", "modify", "-H", "migration_downtime=40", "web1")
+	if v := c.instanceField("web1", "hv/migration_downtime"); v != 40.0 {
+		t.Errorf("hv/migration_downtime %v after modify -H", v)
 	}
 	// Debian's noop OS declares no parameters; Corral's tiny declares one.
 	c.mustGnt("gnt-instance", "modify", "--os-type", "tiny+default", "-O", "marker=blue", "web1")

@@ -14,8 +14,13 @@ import (
 // the reason.
 func TestKVMParamsShownAndChecked(t *testing.T) {
 	requireRoot(t)
-	c := newCluster(t, clusterOpts{nodes: 1, hypervisors: []string{"fake"}})
-	c.mustSucceed(createOp("hv1", "", 16))
+	requireQemu(t)
+	c := newCluster(t, clusterOpts{nodes: 1, hypervisors: []string{"kvm", "fake"}})
+	// A kvm instance that is never started: the parameters are checked
+	// and stored, no qemu runs.
+	op := createOp("hv1", "", 16)
+	op["hypervisor"], op["start"] = "kvm", false
+	c.mustSucceed(op)
 
 	if out, err := c.corral("instance", "modify", "-B", "vcpus=2", "-H", "cpu_mask=1:0,cpu_cores=2,keymap=de,usb_mouse=tablet,disk_discard=unmap", "hv1"); err != nil {
 		t.Fatalf("modify: %v\n%s", err, out)
@@ -59,5 +64,13 @@ func TestKVMParamsShownAndChecked(t *testing.T) {
 		if err == nil || !strings.Contains(out, reason) {
 			t.Errorf("modify -H %s: %v, output lacks %q:\n%s", hv, err, reason, out)
 		}
+	}
+	// The fake hypervisor has only its own parameters.
+	c.mustSucceed(createOp("fk1", "", 16))
+	if out, err := c.corral("instance", "modify", "-H", "cpu_mask=0", "fk1"); err == nil || !strings.Contains(out, "Unknown hypervisor parameter 'cpu_mask' for fake") {
+		t.Errorf("modify -H cpu_mask on a fake instance: %v\n%s", err, out)
+	}
+	if out, err := c.corral("instance", "info", "fk1"); err != nil || strings.Contains(out, "kernel_path") || !strings.Contains(out, "migration_mode") {
+		t.Errorf("info of a fake instance shows kvm's parameters, or lacks its own: %v\n%s", err, out)
 	}
 }

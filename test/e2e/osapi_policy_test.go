@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -89,9 +90,9 @@ func TestOSVerifyPrivateParamsAndOSModify(t *testing.T) {
 	}
 
 	// gnt-os modify: per-OS hypervisor parameters, hidden, blacklisted.
-	c.mustGnt("gnt-os", "modify", "-H", "fake:kernel_args=console=ttyS0 os-hvp", "tiny")
+	c.mustGnt("gnt-os", "modify", "-H", "fake:migration_downtime=417", "tiny")
 	rows, err = c.luxi.QueryInstances(ctx, []string{"pv1"}, []string{"hvparams"}, false)
-	if err != nil || !strings.Contains(mustJSONe2e(rows), "console=ttyS0 os-hvp") {
+	if err != nil || !regexp.MustCompile(`"migration_downtime":"?417`).MatchString(mustJSONe2e(rows)) {
 		t.Fatalf("the instance does not get the OS's hypervisor parameters: %v %v", rows, err)
 	}
 	c.mustGnt("gnt-os", "modify", "--hidden=yes", "tiny")

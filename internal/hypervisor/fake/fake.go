@@ -67,7 +67,8 @@ func New(dir string, capacity hypervisor.NodeResources) (*Hypervisor, error) {
 // Name returns "fake".
 func (h *Hypervisor) Name() string { return hypervisor.Fake }
 
-// ValidateParams checks hv with the kvm parameter table (see DefaultParams).
+// ValidateParams checks hv with the fake hypervisor's own table: the
+// migration parameters (see hypervisor.DefaultParams).
 func (h *Hypervisor) ValidateParams(hv map[string]string) error {
 	return hypervisor.ValidateParams(hypervisor.Fake, hv)
 }

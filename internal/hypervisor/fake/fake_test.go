@@ -17,7 +17,7 @@ import (
 
 func spec(name, uuid string, mem int64) hypervisor.InstanceSpec {
 	return hypervisor.InstanceSpec{Name: name, UUID: uuid, MemoryMiB: mem, VCPUs: 1,
-		HVParams: map[string]string{"kernel_path": "/boot/vmlinuz"}}
+		HVParams: map[string]string{"migration_mode": "live"}}
 }
 
 const (

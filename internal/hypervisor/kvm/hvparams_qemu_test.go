@@ -355,7 +355,7 @@ func TestQemuMultiQueueNIC(t *testing.T) {
 	}
 	uid, _ := qemuUID(t)
 	uuid := randomUUID(t)
-	tap := netdev.TapName(uuid, 0)
+	tap := netdev.TapName("node1", uuid, 0)
 	if err := netdev.CreateTapQueues(tap, strconv.Itoa(uid), netdev.ModeRouted, "", "", true); err != nil {
 		t.Fatal(err)
 	}
