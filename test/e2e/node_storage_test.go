@@ -187,6 +187,36 @@ func TestNodeStorageUnits(t *testing.T) {
 		}
 	}
 
+	// corral over RAPI (remote mode): one node per job, as the resource.
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte(s.env.Password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	remote := func(args ...string) (string, error) {
+		cmd := exec.Command(filepath.Join(binDir, "corral"), append([]string{"--rapi", s.env.URL, "--rapi-user", s.env.User,
+			"--rapi-password-file", pw, "--rapi-ca", s.env.CA}, args...)...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+		b, err := cmd.CombinedOutput()
+		return string(b), err
+	}
+	checks = measured(func() {
+		out, err = remote("node", "list-storage", "-t", "file", "--no-headers", "--separator", "|", "-o", "node,name,size,used,free,allocatable", "node2")
+		if err != nil {
+			t.Fatalf("corral --rapi node list-storage node2: %v\n%s", err, out)
+		}
+	})
+	if f := strings.Split(strings.TrimSpace(out), "|"); len(f) != 6 || f[0] != "node2" || f[5] != "Y" {
+		t.Errorf("corral --rapi node list-storage node2: %q", out)
+	} else {
+		checks["node2"].check(t, "corral --rapi node2", f[1], atoi(f[2]), atoi(f[3]), atoi(f[4]))
+	}
+	if out, err := remote("node", "list-storage", "-t", "file"); err == nil || !strings.Contains(out, "not available over RAPI") {
+		t.Errorf("corral --rapi node list-storage of every node: %v\n%s", err, out)
+	}
+	if out, err := remote("node", "modify-storage", "--allocatable=yes", "node1", "lvm-pv", "/dev/sdb1"); err == nil || !strings.Contains(out, "no device-mapper") {
+		t.Errorf("corral --rapi node modify-storage: %v\n%s", err, out)
+	}
+
 	// The refusals through both command lines, and an LVM listing.
 	for _, cmd := range []struct {
 		gnt  bool
