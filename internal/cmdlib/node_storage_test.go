@@ -159,6 +159,7 @@ func TestNodeStorageModifyAndRepairRefused(t *testing.T) {
 		{map[string]any{"OP_ID": "OP_NODE_MODIFY_STORAGE", "storage_type": "lvm-pv", "changes": map[string]any{"allocatable": false}}, "No disk template of storage type 'lvm-vg' is enabled in this cluster. Enabled disk templates are: file,diskless (LVM storage is not available on Corral's nodes: they have no device-mapper"},
 		{map[string]any{"OP_ID": "OP_NODE_MODIFY_STORAGE", "storage_type": "btrfs", "changes": map[string]any{}}, "Parameter 'OP_NODE_MODIFY_STORAGE.storage_type' fails validation"},
 		{map[string]any{"OP_ID": "OP_NODE_MODIFY_STORAGE", "node_name": "nosuch", "storage_type": "file", "changes": map[string]any{}}, "Node 'nosuch' not known"},
+		{map[string]any{"OP_ID": "OP_NODE_MODIFY_STORAGE", "node_uuid": "0000-not-n2", "storage_type": "lvm-pv", "changes": map[string]any{}}, `does not match the expected uuid '0000-not-n2'`},
 		{map[string]any{"OP_ID": "OP_REPAIR_NODE_STORAGE", "storage_type": "file"}, `"Storage units of type 'file' can not be repaired","wrong_input"`},
 		{map[string]any{"OP_ID": "OP_REPAIR_NODE_STORAGE", "storage_type": "lvm-pv"}, "Storage units of type 'lvm-pv' can not be repaired"},
 		{map[string]any{"OP_ID": "OP_REPAIR_NODE_STORAGE", "storage_type": "lvm-vg", "ignore_consistency": true}, "No disk template of storage type 'lvm-vg' is enabled in this cluster. Enabled disk templates are: file,diskless (LVM storage is not available"},
