@@ -59,6 +59,7 @@ func (a *app) addNodeCommands(c *cobra.Command) {
 	c.AddCommand(a.nodeListCmd(), a.nodeInfoCmd(), a.nodeAddCmd(), a.nodeRemoveCmd(), a.nodeModifyCmd(), a.nodeJoinTokenCmd())
 	c.AddCommand(a.nodePowercycleCmd(), a.nodePowerCmd(), a.nodeHealthCmd())
 	c.AddCommand(a.nodeMigrateCmd(), a.nodeEvacuateCmd(), a.nodeFailoverCmd())
+	c.AddCommand(a.nodeListStorageCmd(), a.nodeModifyStorageCmd(), a.nodeRepairStorageCmd())
 	c.AddCommand(tagCommands(a, "node")...)
 	c.AddCommand(a.listFieldsCmd("node", "node", "nodes"))
 }

@@ -115,7 +115,7 @@ func NewProcessor(cfg *confdb.DB, rpc NodeRPC, log *slog.Logger) *Processor {
 // Register adds Ganeti's units, and the timeouts of the node calls they
 // make that wait on purpose, to r.
 func (p *Processor) Register(r *engine.Registry) {
-	for _, area := range [][]engine.Op{p.coreUnits(), p.tagUnits(), p.groupUnits(), p.diskUnits(), p.osUnits(), p.cryptoUnits(), p.backupUnits(), p.housekeepingUnits(), p.rescueUnits(), p.evacuateUnits(), p.migrateUnits(), p.maintDiskUnits(), p.maintCommandUnits(), p.masterIPUnits(), p.nodePowerUnits(), p.networkUnits(), p.moveUnits(), p.multiAllocUnits()} {
+	for _, area := range [][]engine.Op{p.coreUnits(), p.tagUnits(), p.groupUnits(), p.diskUnits(), p.osUnits(), p.cryptoUnits(), p.backupUnits(), p.housekeepingUnits(), p.rescueUnits(), p.evacuateUnits(), p.migrateUnits(), p.maintDiskUnits(), p.maintCommandUnits(), p.masterIPUnits(), p.nodePowerUnits(), p.networkUnits(), p.moveUnits(), p.multiAllocUnits(), p.storageUnits()} {
 		r.Register(area...)
 	}
 	registerCallTimeouts(r)

@@ -42,6 +42,8 @@ var uuidParams = map[string][]uuidParam{
 	"OP_INSTANCE_MOVE":             {{"instance_name", "instance_uuid", false}, {"target_node", "target_node_uuid", true}},
 	"OP_NODE_MIGRATE":              {{"node_name", "node_uuid", true}, {"target_node", "target_node_uuid", true}},
 	"OP_NODE_EVACUATE":             {{"node_name", "node_uuid", true}, {"remote_node", "remote_node_uuid", true}},
+	"OP_NODE_MODIFY_STORAGE":       {{"node_name", "node_uuid", true}},
+	"OP_REPAIR_NODE_STORAGE":       {{"node_name", "node_uuid", true}},
 }
 
 // resolveUUIDs honours the uuid parameters of op, as Ganeti's ExpandNames

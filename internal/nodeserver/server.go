@@ -322,6 +322,7 @@ func (s *Server) routes() {
 	s.instanceRescueRoutes()
 	s.migrationRoutes()
 	s.maintRoutes()
+	handle(s, nodeapi.StorageList, s.storageList)
 }
 
 func now() float64 { return float64(time.Now().UnixMicro()) / 1e6 }

@@ -6,7 +6,7 @@ import "slices"
 // parameter names. The table is built on each call so no package state can
 // be mutated by a caller.
 func Defs() []Def {
-	return slices.Concat(coreDefs(), tagDefs(), groupDefs(), diskDefs(), osDefs(), backupDefs(), cryptoDefs(), housekeepingDefs(), machineDefs(), instanceRescueDefs(), coeDefs(), evacuateDefs(), migrateDefs(), maintDefs(), networkDefs(), multiAllocDefs(), oobDefs())
+	return slices.Concat(coreDefs(), tagDefs(), groupDefs(), diskDefs(), osDefs(), backupDefs(), cryptoDefs(), housekeepingDefs(), machineDefs(), instanceRescueDefs(), coeDefs(), evacuateDefs(), migrateDefs(), maintDefs(), networkDefs(), multiAllocDefs(), oobDefs(), storageDefs())
 }
 
 // MaxTestDelay bounds OP_TEST_DELAY's duration (seconds) and its repeat

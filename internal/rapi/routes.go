@@ -91,9 +91,10 @@ func (h *Handler) buildRoutes() []route {
 		r("/2/nodes/{name}/evacuate", "nodes_name_evacuate", map[string]method{P: write(h.nodeEvacuate)}),
 		r("/2/nodes/{name}/migrate", "nodes_name_migrate", map[string]method{P: write(h.nodeMigrate)}),
 		r("/2/nodes/{name}/modify", "nodes_name_modify", map[string]method{P: write(h.nodeModify)}),
-		{segs: strings.Split("/2/nodes/{name}/storage", "/"), methods: map[string]method{G: write(missing("node storage queries (OP_NODE_QUERY_STORAGE)"))}},
-		notYet("/2/nodes/{name}/storage/modify", "node storage modification (OP_NODE_MODIFY_STORAGE)", U),
-		notYet("/2/nodes/{name}/storage/repair", "node storage repair (OP_REPAIR_NODE_STORAGE)", U),
+		// Ganeti's storage query takes locks: a job, for writers only.
+		r("/2/nodes/{name}/storage", "nodes_name_storage", map[string]method{G: write(h.nodeStorage)}),
+		r("/2/nodes/{name}/storage/modify", "nodes_name_storage_modify", map[string]method{U: write(h.nodeStorageModify)}),
+		r("/2/nodes/{name}/storage/repair", "nodes_name_storage_repair", map[string]method{U: write(h.nodeStorageRepair)}),
 
 		r("/2/groups", "groups", map[string]method{G: get(h.list(&groups)), P: write(h.groupCreate)}),
 		r("/2/groups/{name}", "groups_name", map[string]method{G: get(h.item(&groups)), D: write(h.groupAction("OP_GROUP_REMOVE", "dry-run"))}),

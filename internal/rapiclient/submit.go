@@ -134,7 +134,10 @@ var opRoutes = map[string]opRoute{
 		}},
 	"OP_BACKUP_REMOVE": {method: http.MethodDelete, path: "/2/instances/{instance_name}/export", query: dryRun, body: []string{}},
 
-	"OP_NODE_SET_PARAMS": {method: http.MethodPost, path: "/2/nodes/{node_name}/modify", query: dryRun},
+	"OP_NODE_SET_PARAMS":     {method: http.MethodPost, path: "/2/nodes/{node_name}/modify", query: dryRun},
+	"OP_NODE_QUERY_STORAGE":  nodeQueryStorageRoute,
+	"OP_NODE_MODIFY_STORAGE": nodeModifyStorageRoute,
+	"OP_REPAIR_NODE_STORAGE": repairNodeStorageRoute,
 
 	"OP_GROUP_ADD":          {method: http.MethodPost, path: "/2/groups", query: dryRun},
 	"OP_GROUP_REMOVE":       {method: http.MethodDelete, path: "/2/groups/{group_name}", query: dryRun, body: []string{}},

@@ -55,6 +55,14 @@ func TestSubmitRequest(t *testing.T) {
 			"DELETE", "/2/instances/web1/tags", url.Values{"tag": {"a"}}, nil},
 		{"cluster modify", map[string]any{"OP_ID": "OP_CLUSTER_SET_PARAMS", "candidate_pool_size": 3.0},
 			"PUT", "/2/modify", nil, map[string]any{"candidate_pool_size": 3.0}},
+		{"storage", map[string]any{"OP_ID": "OP_NODE_QUERY_STORAGE", "nodes": []any{"node2"}, "storage_type": "file", "output_fields": []any{"name", "free"}, "name": nil},
+			"GET", "/2/nodes/node2/storage", url.Values{"storage_type": {"file"}, "output_fields": {"name,free"}}, nil},
+		{"storage default type", map[string]any{"OP_ID": "OP_NODE_QUERY_STORAGE", "nodes": []any{"node2"}, "storage_type": nil, "output_fields": []any{"name"}},
+			"GET", "/2/nodes/node2/storage", url.Values{"output_fields": {"name"}}, nil},
+		{"storage modify", map[string]any{"OP_ID": "OP_NODE_MODIFY_STORAGE", "node_name": "node2", "storage_type": "lvm-pv", "name": "/dev/sdb1", "changes": map[string]any{"allocatable": false}},
+			"PUT", "/2/nodes/node2/storage/modify", url.Values{"storage_type": {"lvm-pv"}, "name": {"/dev/sdb1"}, "allocatable": {"0"}}, nil},
+		{"storage repair", map[string]any{"OP_ID": "OP_REPAIR_NODE_STORAGE", "node_name": "node2", "storage_type": "lvm-vg", "name": "xenvg", "ignore_consistency": false},
+			"PUT", "/2/nodes/node2/storage/repair", url.Values{"storage_type": {"lvm-vg"}, "name": {"xenvg"}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, err := SubmitRequest([]map[string]any{tc.op})
@@ -87,6 +95,10 @@ func TestSubmitRequestRefusals(t *testing.T) {
 			ecode.Environ, "with force_variant"},
 		{"info of all", []map[string]any{{"OP_ID": "OP_INSTANCE_QUERY_DATA", "instances": []any{}}}, ecode.Environ, "one named instance"},
 		{"missing name", []map[string]any{{"OP_ID": "OP_INSTANCE_SHUTDOWN"}}, ecode.Inval, "missing parameter instance_name"},
+		{"storage of every node", []map[string]any{{"OP_ID": "OP_NODE_QUERY_STORAGE", "nodes": []any{}, "output_fields": []any{"name"}}}, ecode.Environ, "the storage units of anything but one named node"},
+		{"storage name filter", []map[string]any{{"OP_ID": "OP_NODE_QUERY_STORAGE", "nodes": []any{"n"}, "output_fields": []any{"name"}, "name": "/srv"}}, ecode.Environ, "OP_NODE_QUERY_STORAGE with name"},
+		{"storage change", []map[string]any{{"OP_ID": "OP_NODE_MODIFY_STORAGE", "node_name": "n", "storage_type": "file", "name": "x", "changes": map[string]any{"size": 1.0}}}, ecode.Environ, "a storage change of size"},
+		{"repair ignoring consistency", []map[string]any{{"OP_ID": "OP_REPAIR_NODE_STORAGE", "node_name": "n", "storage_type": "lvm-vg", "name": "x", "ignore_consistency": true}}, ecode.Environ, "with ignore_consistency"},
 		{"node tag without name", []map[string]any{{"OP_ID": "OP_TAGS_SET", "kind": "node", "tags": []any{"a"}}}, ecode.Inval, "needs the object's name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

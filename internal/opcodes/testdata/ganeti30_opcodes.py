@@ -98,6 +98,15 @@ REQUIRED = {
     "OP_NETWORK_DISCONNECT": {"network_name": "net1", "group_name": "rack2"},
     "OP_OOB_COMMAND": {"node_names": ["node2.example.com"],
                        "command": "power-status"},
+    "OP_NODE_QUERY_STORAGE": {"output_fields": ["name", "size", "free"],
+                              "storage_type": "file"},
+    "OP_NODE_MODIFY_STORAGE": {"node_name": "node2.example.com",
+                               "storage_type": "lvm-pv",
+                               "name": "/dev/sda1",
+                               "changes": {"allocatable": False}},
+    "OP_REPAIR_NODE_STORAGE": {"node_name": "node2.example.com",
+                               "storage_type": "lvm-vg",
+                               "name": "xenvg"},
     # A callable value is called for each dict: nested opcodes are
     # changed in place by Validate, so each dict gets its own.
     "OP_INSTANCE_MULTI_ALLOC": {"instances": lambda: [
