@@ -135,6 +135,7 @@ var opRoutes = map[string]opRoute{
 	"OP_BACKUP_REMOVE": {method: http.MethodDelete, path: "/2/instances/{instance_name}/export", query: dryRun, body: []string{}},
 
 	"OP_NODE_SET_PARAMS":     {method: http.MethodPost, path: "/2/nodes/{node_name}/modify", query: dryRun},
+	"OP_NODE_POWERCYCLE":     {method: http.MethodPost, path: "/2/nodes/{node_name}/powercycle", query: map[string]string{"force": "force"}, body: []string{}},
 	"OP_NODE_QUERY_STORAGE":  nodeQueryStorageRoute,
 	"OP_NODE_MODIFY_STORAGE": nodeModifyStorageRoute,
 	"OP_REPAIR_NODE_STORAGE": repairNodeStorageRoute,

@@ -47,6 +47,8 @@ func TestSubmitRequest(t *testing.T) {
 			"POST", "/2/instances/web1/disk/1/grow", nil, map[string]any{"amount": 512.0}},
 		{"node modify", map[string]any{"OP_ID": "OP_NODE_SET_PARAMS", "node_name": "node2", "drained": true, "auto_promote": true},
 			"POST", "/2/nodes/node2/modify", nil, map[string]any{"drained": true, "auto_promote": true}},
+		{"node powercycle", map[string]any{"OP_ID": "OP_NODE_POWERCYCLE", "node_name": "node2", "force": true},
+			"POST", "/2/nodes/node2/powercycle", url.Values{"force": {"1"}}, nil},
 		{"group rename", map[string]any{"OP_ID": "OP_GROUP_RENAME", "group_name": "g1", "new_name": "g2", "dry_run": true},
 			"PUT", "/2/groups/g1/rename", url.Values{"dry-run": {"1"}}, map[string]any{"new_name": "g2"}},
 		{"cluster tags", map[string]any{"OP_ID": "OP_TAGS_SET", "kind": "cluster", "name": nil, "tags": []any{"a", "b c"}},
