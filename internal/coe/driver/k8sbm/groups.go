@@ -282,7 +282,7 @@ func (d *Driver) claimAndDeploy(ctx context.Context, e driver.Env, c *driver.Clu
 			mine = append(mine, m)
 		}
 	}
-	more, err := claimMachines(ctx, st.Cfg(), g, g.FlavorID, image, g.NodeCount-len(mine))
+	more, err := claimMachines(ctx, st.Cfg(), g, resourceClass(c, g), image, g.NodeCount-len(mine))
 	if err != nil {
 		return err
 	}
@@ -306,6 +306,17 @@ func (d *Driver) claimAndDeploy(ctx context.Context, e driver.Env, c *driver.Clu
 	g.Version = c.COEVersion
 	setPlace(c, placeWait+g.Name, d.now().Unix())
 	return nil
+}
+
+// resourceClass is the machines' resource class a group asks for: its
+// flavor, else the cluster's, else the template's ("" takes any).
+func resourceClass(c *driver.Cluster, g *config.COENodeGroup) string {
+	for _, f := range []string{g.FlavorID, c.FlavorID, c.Template.FlavorID} {
+		if f != "" {
+			return f
+		}
+	}
+	return ""
 }
 
 // deploy makes a machine's bootstrap token and submits its deploy.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/corral/corral/internal/coe/driver"
 	"github.com/corral/corral/internal/confdb"
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
@@ -254,4 +255,20 @@ func bootstrapIDOK(id string) bool {
 		}
 	}
 	return true
+}
+
+func TestResourceClassFallsBackToTheClusterThenTheTemplate(t *testing.T) {
+	c := &driver.Cluster{COECluster: &config.COECluster{}, Template: &config.COETemplate{FlavorID: "tpl"}}
+	g := &config.COENodeGroup{}
+	if got := resourceClass(c, g); got != "tpl" {
+		t.Errorf("template's: %q", got)
+	}
+	c.FlavorID = "cluster"
+	if got := resourceClass(c, g); got != "cluster" {
+		t.Errorf("cluster's: %q", got)
+	}
+	g.FlavorID = "group"
+	if got := resourceClass(c, g); got != "group" {
+		t.Errorf("group's: %q", got)
+	}
 }
