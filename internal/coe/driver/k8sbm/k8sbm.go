@@ -22,6 +22,7 @@ import (
 	"github.com/corral/corral/internal/coe/driver"
 	"github.com/corral/corral/internal/coe/driver/k8sprocess"
 	"github.com/corral/corral/internal/coe/kube"
+	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
 )
 
@@ -195,7 +196,10 @@ func placeString(c *driver.Cluster, key string) string {
 }
 
 // deadline is when a wait begun at the placement's key gives up: the
-// cluster's create_timeout (an hour when unset) after it.
+// cluster's create_timeout (an hour when unset) after it. While the
+// cluster is being created, the create's own deadline counts from the
+// cluster's creation: the group's wait ends two polls before it, so that
+// the cluster shows the group's reason rather than the create's timeout.
 func (d *Driver) deadline(c *driver.Cluster, key string) (time.Time, time.Duration) {
 	timeout := time.Duration(c.CreateTimeout) * time.Minute
 	if timeout <= 0 {
@@ -205,7 +209,13 @@ func (d *Driver) deadline(c *driver.Cluster, key string) (time.Time, time.Durati
 	if start == 0 {
 		start = d.now().Unix()
 	}
-	return time.Unix(start, 0).Add(timeout), timeout
+	end := time.Unix(start, 0).Add(timeout)
+	if c.Status == config.COECreateInProgress && c.CTime > 0 {
+		if create := time.Unix(int64(c.CTime), 0).Add(timeout - 2*d.poll()); create.Before(end) {
+			end = create
+		}
+	}
+	return end, timeout
 }
 
 // park waits until the next check, or fails with why once past deadline.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/corral/corral/internal/coe/driver"
 	"github.com/corral/corral/internal/confdb"
@@ -270,5 +271,22 @@ func TestResourceClassFallsBackToTheClusterThenTheTemplate(t *testing.T) {
 	g.FlavorID = "group"
 	if got := resourceClass(c, g); got != "group" {
 		t.Errorf("group's: %q", got)
+	}
+}
+
+// TestDeadlineEndsBeforeTheCreates: during a create the group gives up two
+// polls before the create's own deadline; afterwards (a resize) it counts
+// the create_timeout from the start of its wait.
+func TestDeadlineEndsBeforeTheCreates(t *testing.T) {
+	created := time.Unix(1_000_000, 0)
+	d := &Driver{PollInterval: 5 * time.Second, Now: func() time.Time { return created.Add(time.Hour) }}
+	c := &driver.Cluster{COECluster: &config.COECluster{Meta: config.Meta{CTime: float64(created.Unix())},
+		CreateTimeout: 1, Status: config.COECreateInProgress, Placement: map[string]any{placeWait + "w": float64(created.Unix() + 30)}}}
+	if got, timeout := d.deadline(c, placeWait+"w"); !got.Equal(created.Add(50*time.Second)) || timeout != time.Minute {
+		t.Errorf("during the create: %v (%v), want creation+50s", got.Sub(created), timeout)
+	}
+	c.Status = config.COECreateComplete
+	if got, _ := d.deadline(c, placeWait+"w"); !got.Equal(created.Add(90 * time.Second)) {
+		t.Errorf("after the create: %v, want wait start+1m", got.Sub(created))
 	}
 }
