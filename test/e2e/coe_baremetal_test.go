@@ -315,3 +315,40 @@ func waitCLIStatus(t *testing.T, x coeCLI, name, want string, within time.Durati
 		time.Sleep(time.Second)
 	}
 }
+
+// TestCOEBareMetalWorkerThatNeverJoinsFailsTheCreate: a machine whose
+// image never starts a kubelet is deployed, and the create fails once the
+// cluster's create_timeout passed, naming the machine; deleting the failed
+// cluster deletes the unused token with the control plane, undeploys the
+// machine and releases it.
+func TestCOEBareMetalWorkerThatNeverJoinsFailsTheCreate(t *testing.T) {
+	requireK8sTools(t)
+	c := newClusterWith(t, devcluster.Options{Nodes: 0, Hypervisors: []string{"fake"}, WatcherEvery: time.Hour})
+	x := coeCLI{t: t, c: c}
+	c.mustSucceed(map[string]any{"OP_ID": "OP_MACHINE_CREATE", "name": "bm-silent", "driver": "fake-hardware", "provision_state": "available"})
+	x.must("template", "create", "bm-t", "--coe", "kubernetes", "--server-type", "bm", "--cluster-distro", "flatcar",
+		"--image", "http://images.invalid/no-kubelet.raw")
+	start := time.Now()
+	x.must("cluster", "create", "c1", "--template", "bm-t", "--node-count", "1", "--timeout", "1")
+	var cl map[string]any
+	waitFor(t, 3*time.Minute, "c1 CREATE_FAILED", func() bool {
+		x.json(&cl, "cluster", "show", "c1")
+		return cl["status"] == "CREATE_FAILED"
+	})
+	reason, _ := cl["status_reason"].(string)
+	if !strings.Contains(reason, "the kubelets of machines bm-silent (not registered) (node group default-worker) did not join as Ready nodes within the create_timeout of 1m0s") {
+		t.Fatalf("status_reason %q", reason)
+	}
+	if took := time.Since(start); took < 45*time.Second {
+		t.Fatalf("failed after %v, before the create_timeout", took)
+	}
+	if m := bmMachine(t, c, "bm-silent"); m.ProvisionState != "active" || m.InstanceUUID == "" {
+		t.Fatalf("bm-silent: %s %q", m.ProvisionState, m.InstanceUUID)
+	}
+	x.must("cluster", "delete", "c1", "--wait=240")
+	if m := bmMachine(t, c, "bm-silent"); m.ProvisionState != "available" || m.InstanceUUID != "" || m.InstanceInfo["configdrive"] != nil {
+		t.Fatalf("bm-silent after the delete: %s %q", m.ProvisionState, m.InstanceUUID)
+	}
+	uuid, _ := cl["uuid"].(string)
+	checkNothingLeft(t, c, uuid)
+}
