@@ -214,6 +214,10 @@ func TestCOEBareMetalWorkerJoinsWithBootstrapToken(t *testing.T) {
 	}
 	_ = cl
 	tokenSecret := bootstrapTokenSecret(t, m)
+	if out, err := c.corral("baremetal", "node", "show", "bm-w1", "-o", "json"); err != nil ||
+		strings.Contains(out, tokenSecret) || !strings.Contains(out, `"configdrive": "******"`) {
+		t.Errorf("baremetal node show does not mask the config drive: %v\n%s", err, out)
+	}
 	for _, p := range []string{c.proc("corrald").Log, c.proc("corral-node node1").Log} {
 		if b, err := os.ReadFile(p); err != nil || strings.Contains(string(b), tokenSecret) {
 			t.Errorf("%s holds the bootstrap token (%v)", p, err)
