@@ -17,6 +17,10 @@ import (
 const (
 	keyRescueHash = "hashed_rescue_password"
 	keyRescuePass = "rescue_password" // never stored; removed if a client put it there
+	// keyConfigDrive is the config drive of the deployed instance, as
+	// Ironic keeps it: the deploy's configdrive, dropped by a deploy
+	// without one and by the tear-down. The API masks it.
+	keyConfigDrive = "configdrive"
 )
 
 // A phase is one piece of work of a provision action, ended by an event
@@ -238,6 +242,7 @@ func (u *provisionUnit) accept(ctx context.Context, s *engine.StepCtx) error {
 		}
 		m.InstanceInfo[keyRescueHash] = s.Op().Str("rescue_password_hash")
 	}
+	keepConfigDrive(m, u.Event, s.Op())
 	if u.Conductor != "" {
 		m.Conductor = u.Conductor
 	}
@@ -253,6 +258,25 @@ func (u *provisionUnit) accept(ctx context.Context, s *engine.StepCtx) error {
 	}
 	s.Tx().PutMachine(m)
 	return nil
+}
+
+// keepConfigDrive records a deploy's config drive in instance_info and
+// drops it when the instance goes.
+func keepConfigDrive(m *config.Machine, ev states.Event, op *opcodes.Op) {
+	switch ev {
+	case states.EventDeploy, states.EventRebuild:
+		cd := op.Params["configdrive"]
+		if cd == nil {
+			delete(m.InstanceInfo, keyConfigDrive)
+			return
+		}
+		if m.InstanceInfo == nil {
+			m.InstanceInfo = map[string]any{}
+		}
+		m.InstanceInfo[keyConfigDrive] = cd
+	case states.EventDelete:
+		delete(m.InstanceInfo, keyConfigDrive)
+	}
 }
 
 // setState moves m to state to, with the target the table shows there.

@@ -12,6 +12,7 @@ package coe
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -238,6 +239,24 @@ func (e stepEnv) Logf(ctx context.Context, format string, args ...any) {
 
 func (e stepEnv) Park(ctx context.Context, until time.Time) error {
 	return e.s.Suspend(ctx, until, "")
+}
+
+// Cfg implements driver.Store.
+func (e stepEnv) Cfg() *confdb.DB { return e.s.Cfg() }
+
+// Submit implements driver.Store: the child job is created with the
+// step's commit.
+func (e stepEnv) Submit(ops []map[string]any) error {
+	job := make([]json.RawMessage, len(ops))
+	for i, op := range ops {
+		b, err := json.Marshal(op)
+		if err != nil {
+			return ecode.ExecErrorf("encoding a child job's %v: %w", op["OP_ID"], err)
+		}
+		job[i] = b
+	}
+	e.s.Submit(job)
+	return nil
 }
 
 // driverStep runs a driver step on a cluster as a job step: it reads the

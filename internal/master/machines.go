@@ -6,6 +6,7 @@ import (
 	"github.com/corral/corral/internal/coe"
 	"github.com/corral/corral/internal/coe/driver"
 	"github.com/corral/corral/internal/coe/driver/fake"
+	"github.com/corral/corral/internal/coe/driver/k8sbm"
 	"github.com/corral/corral/internal/coe/driver/k8sprocess"
 	"slices"
 	"strings"
@@ -216,9 +217,11 @@ func registerUnits(r *engine.Registry, proc *cmdlib.Processor, machines *baremet
 
 // coeDrivers are the COE drivers corrald offers: k8s_process (real
 // control planes with kwok nodes, for templates of the image or
-// cluster_distro "kwok") and fake (in memory, cluster_distro "fake").
+// cluster_distro "kwok"), k8s_bm (the same control planes, workers on
+// bare-metal machines: server_type bm) and fake (in memory,
+// cluster_distro "fake").
 func coeDrivers(keys k8sprocess.Keys) *driver.Registry {
-	return driver.NewRegistry(fake.New(), k8sprocess.New(keys))
+	return driver.NewRegistry(fake.New(), k8sprocess.New(keys), k8sbm.New(keys))
 }
 
 // planPowerSync is the machine-power-sync reconciler's plan: one job

@@ -49,6 +49,9 @@ type COECertBundle struct {
 	// ServiceAccount holds the public key as Cert and the private one as
 	// Key.
 	ServiceAccount COEKeyPair `json:"service_account"`
+	// CAKey is the CA's private key, sent only to a control plane that
+	// signs kubelet certificates (TLSBootstrap).
+	CAKey string `json:"ca_key,omitempty"`
 }
 
 // COEControlPlaneStartArgs starts a cluster's components on the node, or
@@ -62,6 +65,10 @@ type COEControlPlaneStartArgs struct {
 	// heartbeats before it is NotReady (0: Kubernetes' default).
 	NodeMonitorGraceSeconds int           `json:"node_monitor_grace_seconds,omitempty"`
 	Certs                   COECertBundle `json:"certs"`
+	// TLSBootstrap lets kubelets join with bootstrap tokens: the API
+	// server accepts them and the controller manager signs the kubelets'
+	// certificates with the CA, whose key Certs.CAKey then carries.
+	TLSBootstrap bool `json:"tls_bootstrap,omitempty"`
 }
 
 // COEControlPlaneStopArgs stops a cluster's components; Purge also

@@ -25,6 +25,7 @@ import (
 	"github.com/corral/corral/internal/coe/k8sbin"
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/nodeapi"
+	"github.com/corral/corral/internal/secret"
 	"github.com/corral/corral/internal/uidpool"
 )
 
@@ -62,6 +63,8 @@ type coeRecord struct {
 	Ports       nodeapi.COEControlPlanePorts `json:"ports"`
 	UID         int                          `json:"uid,omitempty"`
 	GraceSecs   int                          `json:"node_monitor_grace_seconds,omitempty"`
+	// TLSBootstrap: the components run with kubelet TLS bootstrapping.
+	TLSBootstrap bool `json:"tls_bootstrap,omitempty"`
 	// CA is the SHA-256 of the CA certificate the components were last
 	// started with; "" until the first start.
 	CA string `json:"ca,omitempty"`
@@ -219,7 +222,7 @@ func (c *coePlanes) spec(r *coeRecord) controlplane.Spec {
 	return controlplane.Spec{ClusterUUID: r.Cluster, ClusterName: r.Name, Dir: filepath.Join(c.dir, "clusters", r.Cluster),
 		UID: r.UID, GID: r.UID, BindAddress: addr, APIServerPort: r.Ports.APIServer,
 		EtcdClientPort: r.Ports.EtcdClient, EtcdPeerPort: r.Ports.EtcdPeer,
-		NodeMonitorGracePeriod: time.Duration(r.GraceSecs) * time.Second, Tools: c.tools}
+		NodeMonitorGracePeriod: time.Duration(r.GraceSecs) * time.Second, TLSBootstrap: r.TLSBootstrap, Tools: c.tools}
 }
 
 // heldPorts are the ports every record holds.
@@ -343,7 +346,10 @@ func (s *Server) coeStart(ctx context.Context, a nodeapi.COEControlPlaneStartArg
 	ca := hex.EncodeToString(sum[:])
 	_, supErr := c.sup.Status(a.Cluster)
 	supervised := supErr == nil
-	if supervised && r.CA == ca && r.Name == a.Name && r.GraceSecs == a.NodeMonitorGraceSeconds {
+	if a.TLSBootstrap && a.Certs.CAKey == "" {
+		return nil, ecode.Errorf(ecode.Inval, "COE cluster %s: kubelet TLS bootstrapping needs the CA key", a.Cluster)
+	}
+	if supervised && r.CA == ca && r.Name == a.Name && r.GraceSecs == a.NodeMonitorGraceSeconds && r.TLSBootstrap == a.TLSBootstrap {
 		return c.status(r)
 	}
 	if r.CA != "" {
@@ -364,9 +370,12 @@ func (s *Server) coeStart(ctx context.Context, a nodeapi.COEControlPlaneStartArg
 		}
 		r.UID = int(uid)
 	}
-	r.Name, r.GraceSecs = a.Name, a.NodeMonitorGraceSeconds
+	r.Name, r.GraceSecs, r.TLSBootstrap = a.Name, a.NodeMonitorGraceSeconds, a.TLSBootstrap
 	spec := c.spec(r)
 	spec.Certs = bundle
+	if a.TLSBootstrap {
+		spec.ClusterSigningKey = secret.Secret(a.Certs.CAKey)
+	}
 	cp, err := controlplane.New(spec)
 	if err != nil {
 		return nil, err

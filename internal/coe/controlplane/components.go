@@ -181,6 +181,9 @@ func (cp *ControlPlane) apiServerArgs() []string {
 		"--allow-privileged=true",
 		"--profiling=false",
 	}
+	if s.TLSBootstrap {
+		args = append(args, "--enable-bootstrap-token-auth=true")
+	}
 	if s.BindAddress.IsLoopback() {
 		// The API server refuses to advertise a loopback address into
 		// the kubernetes service's endpoints; with no reconciler it
@@ -217,6 +220,16 @@ func (cp *ControlPlane) controllerManagerArgs() []string {
 	)
 	if s.NodeMonitorGracePeriod > 0 {
 		args = append(args, "--node-monitor-grace-period="+s.NodeMonitorGracePeriod.String())
+	}
+	if s.TLSBootstrap {
+		// kubeadm's set-up: the bootstrap signer and the token cleaner
+		// are off by default; csrapproving and csrsigning are on, the
+		// latter signing with the cluster's CA.
+		args = append(args,
+			"--controllers=*,bootstrapsigner,tokencleaner",
+			"--cluster-signing-cert-file="+cp.PKIPath("ca.crt"),
+			"--cluster-signing-key-file="+cp.PKIPath("ca.key"),
+		)
 	}
 	return args
 }

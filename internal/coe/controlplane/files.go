@@ -100,6 +100,12 @@ func (cp *ControlPlane) files() (map[string]secret.Secret, error) {
 		out[cp.PKIPath(name+".key")] = kp.KeyPEM
 	}
 	out[cp.PKIPath("ca.crt")] = secret.Secret(b.CA.CertPEM())
+	if s.TLSBootstrap {
+		if s.ClusterSigningKey == "" {
+			return nil, ecode.Errorf(ecode.Inval, "controlplane: %s signs kubelet certificates but has no CA key", s.ClusterUUID)
+		}
+		out[cp.PKIPath("ca.key")] = s.ClusterSigningKey
+	}
 	pair("apiserver", b.APIServer)
 	pair("apiserver-kubelet-client", b.APIServerKubeletClient)
 	out[cp.PKIPath("sa.pub")] = secret.Secret(b.ServiceAccount.PublicPEM)

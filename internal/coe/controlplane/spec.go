@@ -24,6 +24,7 @@ import (
 	"github.com/corral/corral/internal/coe/k8sbin"
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/pki"
+	"github.com/corral/corral/internal/secret"
 )
 
 // Defaults of a Spec.
@@ -64,7 +65,18 @@ type Spec struct {
 	// SharedEtcd, when set, keeps the cluster's objects in an etcd the
 	// cluster does not run, under a prefix of its own.
 	SharedEtcd *SharedEtcd
-	Tools      k8sbin.Tools
+	// TLSBootstrap has the control plane let kubelets join with a
+	// bootstrap token, as kubeadm sets it up: the API server accepts
+	// bootstrap tokens and the controller manager runs the bootstrap
+	// signer and token cleaner and signs the kubelets' certificate
+	// requests with the cluster's CA, whose key (ClusterSigningKey) it
+	// then needs.
+	TLSBootstrap bool
+	// ClusterSigningKey is the CA's private key, written for the
+	// controller manager when TLSBootstrap is set; WriteFiles needs it
+	// then, a Supervisor adopting running processes does not.
+	ClusterSigningKey secret.Secret
+	Tools             k8sbin.Tools
 }
 
 // SharedEtcd is an etcd shared by several clusters' API servers.

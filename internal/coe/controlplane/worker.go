@@ -14,6 +14,7 @@ import (
 	"github.com/corral/corral/internal/coe/certs"
 	"github.com/corral/corral/internal/coe/k8sbin"
 	"github.com/corral/corral/internal/ecode"
+	"github.com/corral/corral/internal/secret"
 )
 
 // Component names of a kubelet worker.
@@ -81,8 +82,13 @@ type WorkerSpec struct {
 	// Client is the kubelet's client certificate (system:node:<name>),
 	// Serving its serving certificate.
 	Client, Serving certs.KeyPair
-	Tools           k8sbin.Tools
-	Host            WorkerHost
+	// BootstrapKubeconfig, when set, replaces Client: the kubelet joins
+	// with it (--bootstrap-kubeconfig, a bootstrap token) and writes the
+	// kubeconfig of the certificate the cluster signs for it. Without a
+	// Serving pair the kubelet serves with a certificate of its own.
+	BootstrapKubeconfig secret.Secret
+	Tools               k8sbin.Tools
+	Host                WorkerHost
 }
 
 var (
@@ -200,6 +206,12 @@ func (cp *ControlPlane) containerdState() string      { return cp.workerPath("co
 func (cp *ControlPlane) kubeletRoot() string          { return cp.workerPath("kubelet") }
 func (cp *ControlPlane) imagePath(name string) string { return cp.workerPath("images", name+".tar") }
 
+// BootstrapKubeconfigPath is where a worker joining with a bootstrap
+// token keeps its bootstrap kubeconfig.
+func (cp *ControlPlane) BootstrapKubeconfigPath() string {
+	return cp.KubeconfigPath("bootstrap-kubelet")
+}
+
 func (cp *ControlPlane) kubeletArgs() []string {
 	w := cp.worker
 	args := []string{
@@ -213,6 +225,9 @@ func (cp *ControlPlane) kubeletArgs() []string {
 		// serve): the driver sets the kube node's address after
 		// registration.
 		"--node-ip=" + w.BindAddress.String(),
+	}
+	if w.BootstrapKubeconfig != "" {
+		args = append(args, "--bootstrap-kubeconfig="+cp.BootstrapKubeconfigPath())
 	}
 	if len(w.Labels) > 0 {
 		var ls []string

@@ -89,14 +89,22 @@ func (cp *ControlPlane) workerFiles() (map[string]secret.Secret, error) {
 	w := cp.worker
 	out := map[string]secret.Secret{
 		cp.PKIPath("ca.crt"):                                secret.Secret(w.CACert),
-		cp.PKIPath("kubelet-client.crt"):                    secret.Secret(w.Client.CertPEM),
-		cp.PKIPath("kubelet-client.key"):                    w.Client.KeyPEM,
-		cp.PKIPath("kubelet.crt"):                           secret.Secret(w.Serving.CertPEM),
-		cp.PKIPath("kubelet.key"):                           w.Serving.KeyPEM,
 		cp.kubeletConfigPath():                              secret.Secret(cp.kubeletConfig()),
 		cp.containerdConfigPath():                           secret.Secret(cp.containerdConfig()),
 		cp.workerPath("cni", "net.d", "10-corral.conflist"): secret.Secret(cp.cniConfig()),
 	}
+	if len(w.Serving.CertPEM) > 0 {
+		out[cp.PKIPath("kubelet.crt")] = secret.Secret(w.Serving.CertPEM)
+		out[cp.PKIPath("kubelet.key")] = w.Serving.KeyPEM
+	}
+	if w.BootstrapKubeconfig != "" {
+		// The kubelet writes its kubeconfig once the cluster signed its
+		// certificate request.
+		out[cp.BootstrapKubeconfigPath()] = w.BootstrapKubeconfig
+		return out, nil
+	}
+	out[cp.PKIPath("kubelet-client.crt")] = secret.Secret(w.Client.CertPEM)
+	out[cp.PKIPath("kubelet-client.key")] = w.Client.KeyPEM
 	kc, err := certs.Kubeconfig(w.ClusterName, w.Server, w.CACert, w.Client.CertPEM, w.Client.KeyPEM)
 	if err != nil {
 		return nil, err
@@ -126,8 +134,10 @@ func (cp *ControlPlane) kubeletConfig() string {
 	line("containerRuntimeEndpoint: %q", "unix://"+cp.ContainerdSocket())
 	line("imageServiceEndpoint: %q", "unix://"+cp.ContainerdSocket())
 	line("failSwapOn: false")
-	line("tlsCertFile: %q", cp.PKIPath("kubelet.crt"))
-	line("tlsPrivateKeyFile: %q", cp.PKIPath("kubelet.key"))
+	if len(w.Serving.CertPEM) > 0 {
+		line("tlsCertFile: %q", cp.PKIPath("kubelet.crt"))
+		line("tlsPrivateKeyFile: %q", cp.PKIPath("kubelet.key"))
+	}
 	line("rotateCertificates: false")
 	line("serverTLSBootstrap: false")
 	line("authentication:")

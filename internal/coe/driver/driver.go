@@ -13,6 +13,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/corral/corral/internal/confdb"
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
 )
@@ -80,6 +81,24 @@ type Env interface {
 	// after checking, and must have changed nothing before it.
 	Park(ctx context.Context, until time.Time) error
 }
+
+// Store is what an Env of the COE units also offers, for a driver whose
+// steps act on other objects of the configuration (bare-metal machines)
+// and through other units' jobs. A driver asserts it from its Env.
+type Store interface {
+	// Cfg is the configuration; a driver may commit transactions of
+	// its own to it (conditional on what it read, so a concurrent change
+	// fails the commit).
+	Cfg() *confdb.DB
+	// Submit adds a child job, created with the step's commit: a step
+	// that parks must not have submitted anything.
+	Submit(ops []map[string]any) error
+}
+
+// AnyOS in a Provision matches a template of any os: the driver serves
+// every image that follows its contract. A driver naming the os exactly
+// is chosen first.
+const AnyOS = "*"
 
 // Cluster is a COE cluster as a step sees it: copies of the stored
 // objects, which the step may change (addresses, placement, nodes, CA);
@@ -232,10 +251,12 @@ func (r *Registry) Choose(serverType, os, coe string) (Driver, error) {
 	if r != nil {
 		names = slices.Sorted(maps.Keys(r.drivers))
 	}
-	for _, n := range names {
-		for _, p := range r.drivers[n].Provides() {
-			if p.ServerType == serverType && p.OS == os && p.COE == coe {
-				return r.drivers[n], nil
+	for _, want := range []string{os, AnyOS} {
+		for _, n := range names {
+			for _, p := range r.drivers[n].Provides() {
+				if p.ServerType == serverType && p.OS == want && p.COE == coe {
+					return r.drivers[n], nil
+				}
 			}
 		}
 	}

@@ -79,6 +79,10 @@ type Driver struct {
 	// for the API server parks between checks (2s when zero).
 	Now          func() time.Time
 	PollInterval time.Duration
+	// TLSBootstrap starts control planes that let kubelets join with a
+	// bootstrap token (controlplane.Spec.TLSBootstrap): the driver built
+	// on this one for bare-metal workers sets it.
+	TLSBootstrap bool
 
 	mu      sync.Mutex
 	clients map[string]cachedClient // by cluster uuid
@@ -257,10 +261,14 @@ func (d *Driver) start(ctx context.Context, e driver.Env, c *driver.Cluster) err
 	if t := c.Template; t != nil && grace == 0 {
 		grace, _ = strconv.Atoi(t.Labels[LabelNodeMonitorGrace])
 	}
-	var st nodeapi.COEControlPlaneStatusReply
-	if err := e.RPC(ctx, node, nodeapi.COEControlPlaneStart, nodeapi.COEControlPlaneStartArgs{
+	args := nodeapi.COEControlPlaneStartArgs{
 		Cluster: c.UUID, Name: c.Name, BindAddress: node.PrimaryIP, NodeMonitorGraceSeconds: max(grace, 0),
-		Certs: controlplane.WireBundle(b)}, &st); err != nil {
+		Certs: controlplane.WireBundle(b)}
+	if d.TLSBootstrap {
+		args.TLSBootstrap, args.Certs.CAKey = true, ca.KeyPEM().Reveal()
+	}
+	var st nodeapi.COEControlPlaneStatusReply
+	if err := e.RPC(ctx, node, nodeapi.COEControlPlaneStart, args, &st); err != nil {
 		return fmt.Errorf("starting the control plane on %s: %w", node.Name, err)
 	}
 	c.COEVersion = kubeVersion(c)
@@ -303,6 +311,13 @@ func (d *Driver) waitAPI(ctx context.Context, e driver.Env, c *driver.Cluster) e
 	}
 	return e.Park(ctx, next)
 }
+
+// Client is an administrator's client of the cluster's API server, for
+// drivers built on this one.
+func (d *Driver) Client(c *driver.Cluster) (*kube.Client, error) { return d.client(c) }
+
+// Forget closes and drops the cached client of a deleted cluster.
+func (d *Driver) Forget(uuid string) { d.forget(uuid) }
 
 // client is an administrator's client of the cluster's API server, with a
 // certificate corrald issues itself from the cluster's CA; kept per CA
