@@ -73,6 +73,9 @@ func Register(r *engine.Registry, d *Deps) {
 		engine.Op{ID: "OP_COE_NODEGROUP_REMOVE", New: func() engine.Unit { return &nodeGroupRemoveUnit{clusterAction: clusterAction{d: d}} }},
 		engine.Op{ID: "OP_COE_QUOTA_SET", New: func() engine.Unit { return &quotaSetUnit{d: d} }},
 		engine.Op{ID: "OP_COE_QUOTA_REMOVE", New: func() engine.Unit { return &quotaRemoveUnit{d: d} }},
+		engine.Op{ID: "OP_COE_FEDERATION_CREATE", New: func() engine.Unit { return &federationCreateUnit{d: d} }},
+		engine.Op{ID: "OP_COE_FEDERATION_MODIFY", New: func() engine.Unit { return &federationModifyUnit{d: d} }},
+		engine.Op{ID: "OP_COE_FEDERATION_REMOVE", New: func() engine.Unit { return &federationRemoveUnit{d: d} }},
 		engine.Op{ID: "OP_COE_TRUST_REVOKE", New: func() engine.Unit { return &trustRevokeUnit{d: d} }},
 	)
 }

@@ -162,6 +162,16 @@ func (db *DB) COEFederation(nameOrUUID string) (*config.COEFederation, bool) {
 	return getClone(db, db.coe.federations, nameOrUUID)
 }
 
+// MustCOEFederation finds a federation by name or uuid, NoEnt with
+// Magnum's text when there is none.
+func (db *DB) MustCOEFederation(nameOrUUID string) (*config.COEFederation, error) {
+	f, ok := db.COEFederation(nameOrUUID)
+	if !ok {
+		return nil, ecode.Errorf(ecode.NoEnt, "Federation %s could not be found.", nameOrUUID)
+	}
+	return f, nil
+}
+
 // COETrust finds a trust by uuid.
 func (db *DB) COETrust(uuid string) (*config.COETrust, bool) {
 	return getClone(db, db.coe.trusts, uuid)
