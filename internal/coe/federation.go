@@ -37,14 +37,14 @@ func (d *Deps) federationLock(ident string) string {
 }
 
 // federationCluster finds a cluster a federation of project names: a
-// cluster of another project is not found (an administrator's federation,
-// project "", may name any).
+// cluster of another project (or of none) is not found; a federation of
+// no project (made at the command line) may name any.
 func (d *Deps) federationCluster(project, ident string) (*config.COECluster, error) {
 	c, err := d.Cfg.MustCOECluster(ident)
 	if err != nil {
 		return nil, err
 	}
-	if project != "" && c.ProjectID != "" && c.ProjectID != project {
+	if project != "" && c.ProjectID != project {
 		return nil, ecode.Errorf(ecode.NoEnt, "Cluster %s could not be found.", ident)
 	}
 	return c, nil
