@@ -13,6 +13,7 @@ package coe
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -241,6 +242,16 @@ func (e stepEnv) Logf(ctx context.Context, format string, args ...any) {
 
 func (e stepEnv) Park(ctx context.Context, until time.Time) error {
 	return e.s.Suspend(ctx, until, "")
+}
+
+func (e stepEnv) PodSubnet(host *config.Node, owner string) (netip.Prefix, error) {
+	var avoid []netip.Addr
+	for _, ip := range []string{host.PrimaryIP, host.SecondaryIP} {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			avoid = append(avoid, a)
+		}
+	}
+	return e.s.Cfg().FreeCOEPodSubnet(host.UUID, owner, avoid)
 }
 
 // driverStep runs a driver step on a cluster as a job step: it reads the
