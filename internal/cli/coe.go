@@ -124,7 +124,7 @@ func coeSubmit(ctx context.Context, c *luxi.Client, op map[string]any) (int64, e
 
 // coeHidden are stored fields that are nobody's business at the
 // command line: the driver's opaque placement and the sealed CA key.
-var coeHidden = []string{"placement", "private_key_sealed", "nodes", "pod_subnets"}
+var coeHidden = []string{"placement", "private_key_sealed", "nodes"}
 
 // coeDoc renders a stored COE object as the API shows it, with the driver
 // and trust an administrator may want: unset fields (null, "") left out,

@@ -106,9 +106,10 @@ func stringDict(v any, what string) (map[string]string, error) {
 }
 
 // federationSteps are a federation job's steps: record the action in
-// progress (with the new fields), then check the clusters again and
-// record it complete.
-func (d *Deps) federationSteps(f **config.COEFederation, action string, had []string) []engine.Step {
+// progress (with the new fields), then check again that the clusters are
+// still there and the project's (Prereq checked the joining ones were
+// complete; one resized since stays) and record it complete.
+func (d *Deps) federationSteps(f **config.COEFederation, action string) []engine.Step {
 	return []engine.Step{
 		{Name: "record " + action + "_IN_PROGRESS", Run: func(ctx context.Context, s *engine.StepCtx) error {
 			n := (*f).Clone()
@@ -124,7 +125,7 @@ func (d *Deps) federationSteps(f **config.COEFederation, action string, had []st
 			if !ok {
 				return ecode.ExecErrorf("federation %s was removed during the job", (*f).UUID)
 			}
-			if err := d.checkFederationClusters(cur, cur.Members, had); err != nil {
+			if err := d.checkFederationClusters(cur, cur.Members, cur.Members); err != nil {
 				return err
 			}
 			cur.Status, cur.StatusReason = action+"_COMPLETE", action+" completed successfully"
@@ -186,7 +187,7 @@ func (u *federationCreateUnit) Prereq(ctx context.Context, op *opcodes.Op) error
 }
 
 func (u *federationCreateUnit) Steps() []engine.Step {
-	return u.d.federationSteps(&u.Federation, "CREATE", nil)
+	return u.d.federationSteps(&u.Federation, "CREATE")
 }
 
 func (u *federationCreateUnit) Revert(ctx context.Context, s *engine.StepCtx, failed error) {
@@ -198,7 +199,6 @@ func (u *federationCreateUnit) Result() any { return u.Federation.UUID }
 type federationModifyUnit struct {
 	d          *Deps
 	Federation *config.COEFederation `json:"federation"`
-	Had        []string              `json:"had"`
 }
 
 func (u *federationModifyUnit) Locks(op *opcodes.Op) []locking.Request {
@@ -225,7 +225,7 @@ func (u *federationModifyUnit) Prereq(ctx context.Context, op *opcodes.Op) error
 	if err != nil {
 		return err
 	}
-	u.Had = slices.Clone(f.Members)
+	had := slices.Clone(f.Members)
 	members := f.Members
 	for k, v := range op.Dict("changes") {
 		switch k {
@@ -259,7 +259,7 @@ func (u *federationModifyUnit) Prereq(ctx context.Context, op *opcodes.Op) error
 			return ecode.Errorf(ecode.Inval, "cannot change federation property(ies) %s.", k)
 		}
 	}
-	if err := u.d.checkFederationClusters(f, members, u.Had); err != nil {
+	if err := u.d.checkFederationClusters(f, members, had); err != nil {
 		return err
 	}
 	u.Federation = f
@@ -267,7 +267,7 @@ func (u *federationModifyUnit) Prereq(ctx context.Context, op *opcodes.Op) error
 }
 
 func (u *federationModifyUnit) Steps() []engine.Step {
-	return u.d.federationSteps(&u.Federation, "UPDATE", u.Had)
+	return u.d.federationSteps(&u.Federation, "UPDATE")
 }
 
 func (u *federationModifyUnit) Revert(ctx context.Context, s *engine.StepCtx, failed error) {
