@@ -97,7 +97,7 @@ func (a *app) coeFederationShowCmd() *cobra.Command {
 func (a *app) coeFederationCreateCmd() *cobra.Command {
 	var host, zone, project string
 	var members []string
-	props := map[string]string{}
+	var props map[string]string
 	cmd := &cobra.Command{
 		Use:   "create NAME --hostcluster C --dns-zone Z [--member C]... [--property k=v]... [--project P]",
 		Short: "Create a federation of clusters",
@@ -108,6 +108,9 @@ member complete), with properties, of which dns-zone is required.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if host == "" || zone == "" {
 				return usagef("--hostcluster and --dns-zone are required")
+			}
+			if props == nil {
+				props = map[string]string{}
 			}
 			props["dns-zone"] = zone
 			ctx := cmd.Context()

@@ -201,5 +201,32 @@ func TestCOEFederationsOverHTTP(t *testing.T) {
 	if out := x.must("federation", "list", "--no-headers"); out != "" {
 		t.Fatalf("federations left: %q", out)
 	}
+	// The command line's own create, show and delete (a federation of no
+	// project, as the command line acts for every project).
+	if out := x.must("federation", "create", "f2", "--hostcluster", "host", "--member", "m1", "--dns-zone", "cli.example."); !strings.Contains(out, "Request to create federation ") {
+		t.Fatalf("federation create: %s", out)
+	}
+	var shown map[string]any
+	deadline = time.Now().Add(30 * time.Second)
+	for x.json(&shown, "federation", "show", "f2"); shown["status"] != "CREATE_COMPLETE"; x.json(&shown, "federation", "show", "f2") {
+		if time.Now().After(deadline) {
+			t.Fatalf("federation f2: %v", shown)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if shown["hostcluster_id"] != uuid["host"] || !reflect.DeepEqual(shown["member_ids"], []any{uuid["m1"]}) || shown["project_id"] != nil {
+		t.Fatalf("federation f2: %v", shown)
+	}
+	if out, err := x.run("federation", "update", "f2", "--unjoin", "m2"); err == nil || !strings.Contains(out, "is not a member of the federation f2.") {
+		t.Fatalf("unjoin of a non-member: %v\n%s", err, out)
+	}
+	x.must("federation", "delete", "f2")
+	deadline = time.Now().Add(30 * time.Second)
+	for x.must("federation", "list", "--no-headers") != "" {
+		if time.Now().After(deadline) {
+			t.Fatal("federation f2 is still there after its delete")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	x.must("cluster", "delete", "host", "m1", "m2", "theirs", "--wait=120")
 }
