@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/corral/corral/internal/confdb"
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/engine"
@@ -75,6 +76,18 @@ func (d *Deps) checkFederationClusters(f *config.COEFederation, members, had []s
 	}
 	f.Members = out
 	return nil
+}
+
+// leaveFederations drops a removed cluster from every federation's
+// members, in the removal's transaction. A federation it hosts keeps
+// naming it: Magnum has no rule for that, and its delete is the owner's.
+func (d *Deps) leaveFederations(tx *confdb.Tx, cluster string) {
+	for _, f := range d.Cfg.COEFederations() {
+		if i := slices.Index(f.Members, cluster); i >= 0 {
+			f.Members = slices.Delete(f.Members, i, i+1)
+			tx.PutCOEFederation(f)
+		}
+	}
 }
 
 // checkFederationProperties requires the dns-zone, as Magnum's API does.

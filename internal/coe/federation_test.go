@@ -88,6 +88,17 @@ func TestFederationRules(t *testing.T) {
 	if err := modify(map[string]any{"member_ids": []any{"m2", "broken"}}); !strings.Contains(err, "is in CREATE_FAILED") {
 		t.Fatalf("join of a failed cluster: %s", err)
 	}
+	// A member's delete takes it out of the federation.
+	if err := modify(map[string]any{"member_ids": []any{"m1", "m2"}}); err != "" {
+		t.Fatal(err)
+	}
+	m1 := e.cluster("m1").UUID
+	if err := e.run(map[string]any{"OP_ID": "OP_COE_CLUSTER_REMOVE", "cluster": "m2", "project_id": "p1"}); err != "" {
+		t.Fatal(err)
+	}
+	if f, _ = e.cfg.COEFederation("f1"); !slices.Equal(f.Members, []string{m1}) {
+		t.Fatalf("members after m2's delete: %v", f.Members)
+	}
 	if err := e.run(map[string]any{"OP_ID": "OP_COE_FEDERATION_REMOVE", "federation": "f1", "project_id": "p2"}); !strings.Contains(err, "Federation f1 could not be found.") {
 		t.Fatalf("another project's remove: %s", err)
 	}
