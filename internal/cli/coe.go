@@ -68,6 +68,7 @@ func (a *app) addCOECommands(coe *cobra.Command) {
 	svc := newGroup("service", "List the processes acting for the Kubernetes clusters", "  corral coe service list")
 	svc.AddCommand(a.coeServiceListCmd())
 	coe.AddCommand(tpl, cl, ng, ca, quota, svc)
+	a.addCOEFederationCommands(coe)
 }
 
 // coeTemplates asks corrald for templates by name or uuid, all when none.
@@ -210,7 +211,7 @@ func coeField(name string) fieldDef {
 		return fieldDef{name, kindBool}
 	case "node_count", "master_count", "min_node_count", "max_node_count", "hard_limit", "create_timeout", "docker_volume_size", "apiserver_port", "id":
 		return fieldDef{name, kindNumber}
-	case "labels", "nodes", "node_addresses", "master_addresses", "health_status_reason", "faults":
+	case "labels", "member_ids", "properties", "nodes", "node_addresses", "master_addresses", "health_status_reason", "faults":
 		return fieldDef{name, kindOther}
 	}
 	return fieldDef{name, kindText}

@@ -14,6 +14,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -74,6 +75,9 @@ func Register(r *engine.Registry, d *Deps) {
 		engine.Op{ID: "OP_COE_NODEGROUP_REMOVE", New: func() engine.Unit { return &nodeGroupRemoveUnit{clusterAction: clusterAction{d: d}} }},
 		engine.Op{ID: "OP_COE_QUOTA_SET", New: func() engine.Unit { return &quotaSetUnit{d: d} }},
 		engine.Op{ID: "OP_COE_QUOTA_REMOVE", New: func() engine.Unit { return &quotaRemoveUnit{d: d} }},
+		engine.Op{ID: "OP_COE_FEDERATION_CREATE", New: func() engine.Unit { return &federationCreateUnit{d: d} }},
+		engine.Op{ID: "OP_COE_FEDERATION_MODIFY", New: func() engine.Unit { return &federationModifyUnit{d: d} }},
+		engine.Op{ID: "OP_COE_FEDERATION_REMOVE", New: func() engine.Unit { return &federationRemoveUnit{d: d} }},
 		engine.Op{ID: "OP_COE_TRUST_REVOKE", New: func() engine.Unit { return &trustRevokeUnit{d: d} }},
 	)
 }
@@ -257,6 +261,17 @@ func (e stepEnv) Submit(ops []map[string]any) error {
 	}
 	e.s.Submit(job)
 	return nil
+}
+
+// PodSubnet implements driver.Env.
+func (e stepEnv) PodSubnet(host *config.Node, owner string) (netip.Prefix, error) {
+	var avoid []netip.Addr
+	for _, ip := range []string{host.PrimaryIP, host.SecondaryIP} {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			avoid = append(avoid, a)
+		}
+	}
+	return e.s.Cfg().FreeCOEPodSubnet(host.UUID, owner, avoid)
 }
 
 // driverStep runs a driver step on a cluster as a job step: it reads the

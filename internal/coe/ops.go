@@ -170,6 +170,7 @@ func (u *clusterRemoveUnit) plan() *plannedSteps {
 		if t, ok := u.d.Cfg.COETrust(c.Trust); ok {
 			tx.DeleteCOETrust(t)
 		}
+		u.d.leaveFederations(tx, c.UUID)
 		tx.DeleteCOECluster(c)
 		return nil
 	}})

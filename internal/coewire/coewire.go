@@ -18,6 +18,9 @@ const (
 	MethodNodeGroups = "COENodeGroupQuery"
 	// MethodQuotas answers every quota set.
 	MethodQuotas = "COEQuotaQuery"
+	// MethodFederations answers federations by name or uuid, all when
+	// none is named.
+	MethodFederations = "COEFederationQuery"
 	// MethodCA answers a cluster's CA certificate (cluster name or uuid).
 	MethodCA = "COECAQuery"
 	// MethodSign signs a certificate request with a cluster's CA

@@ -17,12 +17,15 @@ type coeCollections struct {
 	quotas      *collection[*config.COEQuota]
 	federations *collection[*config.COEFederation]
 	trusts      *collection[*config.COETrust]
+	podSubnets  *uniqueIndex[*config.COECluster]
 }
 
 func newCOECollections() coeCollections {
+	podSubnets := newUniqueIndex(pfxCOEPodSubnet, podSubnetCount, podSubnetKey)
 	return coeCollections{
+		podSubnets:  podSubnets,
 		templates:   newCollection(pfxCOETemplate, pfxNameCOETemplate, keepName, func() *config.COETemplate { return new(config.COETemplate) }),
-		clusters:    newCollection(pfxCOECluster, pfxNameCOECluster, keepName, func() *config.COECluster { return new(config.COECluster) }),
+		clusters:    newCollection(pfxCOECluster, pfxNameCOECluster, keepName, func() *config.COECluster { return new(config.COECluster) }, podSubnets),
 		nodeGroups:  newCollection(pfxCOENodeGroup, pfxNameCOENodeGrp, keepName, func() *config.COENodeGroup { return new(config.COENodeGroup) }),
 		certs:       newCollection(pfxCOECert, pfxNameCOECert, keepName, func() *config.COECertificate { return new(config.COECertificate) }),
 		quotas:      newCollection(pfxCOEQuota, pfxNameCOEQuota, keepName, func() *config.COEQuota { return new(config.COEQuota) }),
@@ -160,6 +163,16 @@ func (db *DB) COEFederations() []*config.COEFederation { return allClones(db, db
 // COEFederation finds a federation by name or uuid.
 func (db *DB) COEFederation(nameOrUUID string) (*config.COEFederation, bool) {
 	return getClone(db, db.coe.federations, nameOrUUID)
+}
+
+// MustCOEFederation finds a federation by name or uuid, NoEnt with
+// Magnum's text when there is none.
+func (db *DB) MustCOEFederation(nameOrUUID string) (*config.COEFederation, error) {
+	f, ok := db.COEFederation(nameOrUUID)
+	if !ok {
+		return nil, ecode.Errorf(ecode.NoEnt, "Federation %s could not be found.", nameOrUUID)
+	}
+	return f, nil
 }
 
 // COETrust finds a trust by uuid.

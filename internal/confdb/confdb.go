@@ -61,7 +61,10 @@ const (
 	pfxCOEFederation   = Prefix + "coefederation/"
 	pfxNameCOEFed      = Prefix + "name/coefederation/"
 	pfxCOETrust        = Prefix + "coetrust/"
-	pfxNameCOETrust    = Prefix + "name/coetrust/"
+	// A kubelet worker's pod subnet is unique on its Corral node:
+	// "<node uuid>/<subnet>" -> the COE cluster's uuid.
+	pfxCOEPodSubnet = Prefix + "coepodsubnet/"
+	pfxNameCOETrust = Prefix + "name/coetrust/"
 )
 
 type entry[T any] struct {
@@ -84,11 +87,14 @@ type DB struct {
 	// portsHeld are network ports handed out by FreeNetworkPort whose
 	// transaction has not committed yet, with when the hold lapses.
 	portsHeld map[int]time.Time
-	machines  *collection[*config.Machine]
-	ports     *collection[*config.MachinePort]
-	portMACs  *uniqueIndex[*config.MachinePort]
-	networks  *collection[*config.Network]
-	coe       coeCollections
+	// podSubnetsHeld are pod subnets FreeCOEPodSubnet handed out whose
+	// transaction has not committed yet, by index value.
+	podSubnetsHeld map[string]podSubnetHold
+	machines       *collection[*config.Machine]
+	ports          *collection[*config.MachinePort]
+	portMACs       *uniqueIndex[*config.MachinePort]
+	networks       *collection[*config.Network]
+	coe            coeCollections
 	// kinds are the collections by the key segment after Prefix.
 	kinds map[string]loader
 	// changed is closed by the next Apply (see Changed); nil until asked.

@@ -134,6 +134,18 @@ type COECluster struct {
 	// Placement is the driver's own record of where things run (nodes,
 	// ports, directories, uids); opaque to the API.
 	Placement map[string]any `json:"placement,omitempty"`
+	// PodSubnets are the pod subnets of the cluster's kubelet workers,
+	// which corrald hands out unique per Corral node (confdb keeps an
+	// index of them), so the node daemons never choose one.
+	PodSubnets []COEPodSubnet `json:"pod_subnets,omitempty"`
+}
+
+// A COEPodSubnet is the subnet a kubelet worker's pods get their
+// addresses from, on the Corral node (Host, a uuid) that runs it.
+type COEPodSubnet struct {
+	Node   string `json:"node"`
+	Host   string `json:"host"`
+	Subnet string `json:"subnet"`
 }
 
 // A COENodeGroup is a set of masters or workers of one cluster.
@@ -232,6 +244,7 @@ func (k *COECluster) Clone() *COECluster {
 	c.NodeAddresses = slices.Clone(k.NodeAddresses)
 	c.DockerVolumeSize = cloneInt(k.DockerVolumeSize)
 	c.Placement = CloneDict(k.Placement)
+	c.PodSubnets = slices.Clone(k.PodSubnets)
 	if k.FloatingIP != nil {
 		v := *k.FloatingIP
 		c.FloatingIP = &v

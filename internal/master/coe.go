@@ -77,6 +77,14 @@ func (h *luxiHandler) luxiCOEQuotas(ctx context.Context, args []json.RawMessage)
 	return listOf(h.d.cfg.COEQuotas()), nil
 }
 
+func (h *luxiHandler) luxiCOEFederations(ctx context.Context, args []json.RawMessage) (any, error) {
+	fs, err := namedOrAll(args, h.d.cfg.COEFederations, h.d.cfg.MustCOEFederation)
+	if err != nil {
+		return nil, err
+	}
+	return listOf(fs), nil
+}
+
 // coeCA finds a cluster's CA: NoEnt while the cluster has none yet.
 func (d *Daemon) coeCA(cluster string) (*config.COECluster, *config.COECertificate, error) {
 	c, err := d.cfg.MustCOECluster(cluster)
@@ -165,7 +173,20 @@ func (d *Daemon) coeTargetOf(op map[string]any) coeTarget {
 			return true, g.Serial
 		}
 	}
+	federation := func(ident string) coeTarget {
+		return func() (bool, int64) {
+			f, ok := cfg.COEFederation(ident)
+			if !ok {
+				return false, 0
+			}
+			return true, f.Serial
+		}
+	}
 	switch id {
+	case "OP_COE_FEDERATION_CREATE":
+		return federation(str("uuid"))
+	case "OP_COE_FEDERATION_MODIFY", "OP_COE_FEDERATION_REMOVE":
+		return federation(str("federation"))
 	case "OP_COE_CLUSTER_CREATE":
 		return cluster(str("uuid"))
 	case "OP_COE_CLUSTER_MODIFY", "OP_COE_CLUSTER_RESIZE", "OP_COE_CLUSTER_UPGRADE", "OP_COE_CLUSTER_REMOVE", "OP_COE_CA_ROTATE":

@@ -62,6 +62,7 @@ var luxiMethods = map[string]luxiMethod{
 	coewire.MethodClusters:             (*luxiHandler).luxiCOEClusters,
 	coewire.MethodNodeGroups:           (*luxiHandler).luxiCOENodeGroups,
 	coewire.MethodQuotas:               (*luxiHandler).luxiCOEQuotas,
+	coewire.MethodFederations:          (*luxiHandler).luxiCOEFederations,
 	coewire.MethodCA:                   (*luxiHandler).luxiCOECA,
 	coewire.MethodSign:                 (*luxiHandler).luxiCOESign,
 	coewire.MethodServices:             (*luxiHandler).luxiCOEServices,

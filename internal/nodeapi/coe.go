@@ -126,6 +126,9 @@ type COEKubeletStartArgs struct {
 	// Serving its serving certificate.
 	Client  COEKeyPair `json:"client"`
 	Serving COEKeyPair `json:"serving"`
+	// PodSubnet is where the worker's pods get their addresses: corrald
+	// hands it out, unique on this node.
+	PodSubnet string `json:"pod_subnet"`
 }
 
 // COEKubeletStopArgs stops kube nodes of a cluster on the node: the one

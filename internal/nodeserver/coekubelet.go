@@ -3,7 +3,6 @@ package nodeserver
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -27,13 +26,9 @@ import (
 // Kubelet workers: a node group of worker_kind kubelet has real kube
 // nodes, each a kubelet and a containerd that this daemon runs as root
 // under the same supervisor as the control planes. Each has a record,
-// <dir>/kubelets/<cluster>/<node>.json (its port and pod subnet, chosen
-// once), a directory <dir>/workers/<id> and a socket directory
+// <dir>/kubelets/<cluster>/<node>.json (its port, chosen once, and the
+// pod subnet corrald handed out, unique on this node), a directory <dir>/workers/<id> and a socket directory
 // controlplane.WorkerSocketRoot/<id>, id being controlplane.WorkerID.
-
-// kubeletPodNetwork is where the workers' pod subnets are chosen, one
-// /24 each, unique on the host.
-var kubeletPodNetwork = netip.MustParsePrefix("10.244.0.0/16")
 
 // kubeletImportWait bounds the wait for a new containerd to answer.
 const kubeletImportWait = 30 * time.Second
@@ -145,64 +140,32 @@ func (c *coePlanes) adoptKubelets() {
 	}
 }
 
-// freePodSubnet is a /24 of kubeletPodNetwork that no record and no
-// address of the host holds, tried from a place the node's name chooses
-// (so that the daemons of several nodes on one host seldom try the same).
-func (c *coePlanes) freePodSubnet(cluster, node string) (netip.Prefix, error) {
-	rs, err := c.kubeletRecords("")
-	if err != nil {
-		return netip.Prefix{}, err
+// checkPodSubnet checks the pod subnet corrald handed out: an IPv4
+// prefix holding none of the host's addresses.
+func checkPodSubnet(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil || !p.Addr().Is4() || p.Bits() > 28 {
+		return netip.Prefix{}, ecode.Errorf(ecode.Inval, "pod subnet %q is not an IPv4 prefix of /28 or wider", s)
 	}
-	held := map[netip.Prefix]bool{}
-	for _, r := range rs {
-		if p, err := netip.ParsePrefix(r.PodSubnet); err == nil {
-			held[p.Masked()] = true
-		}
-	}
-	var hostAddrs []netip.Addr
+	p = p.Masked()
 	if addrs, err := net.InterfaceAddrs(); err == nil {
 		for _, a := range addrs {
-			if p, err := netip.ParsePrefix(a.String()); err == nil {
-				hostAddrs = append(hostAddrs, p.Addr())
+			if ip, err := netip.ParsePrefix(a.String()); err == nil && p.Contains(ip.Addr()) {
+				return netip.Prefix{}, ecode.Errorf(ecode.State, "pod subnet %s holds the node's address %s", p, ip.Addr())
 			}
 		}
 	}
-	sum := sha256.Sum256([]byte(cluster + "/" + node))
-	start := int(binary.BigEndian.Uint16(sum[:2]))
-	base := kubeletPodNetwork.Masked().Addr().As4()
-	n := 1 << (24 - kubeletPodNetwork.Bits())
-	for i := range n {
-		k := (start + i) % n
-		a := base
-		a[1] |= byte(k >> 8)
-		a[2] = byte(k)
-		p := netip.PrefixFrom(netip.AddrFrom4(a), 24)
-		if held[p] {
-			continue
-		}
-		used := false
-		for _, h := range hostAddrs {
-			used = used || p.Contains(h)
-		}
-		if !used {
-			return p, nil
-		}
-	}
-	return netip.Prefix{}, ecode.Errorf(ecode.NoRes, "no pod subnet free in %s for kube node %s", kubeletPodNetwork, node)
+	return p, nil
 }
 
-// reserveKubelet makes the record of a new kube node: its port and pod
-// subnet.
-func (c *coePlanes) reserveKubelet(a nodeapi.COEKubeletStartArgs, addr netip.Addr) (*kubeletRecord, error) {
+// reserveKubelet makes the record of a new kube node: its port and the
+// pod subnet corrald chose.
+func (c *coePlanes) reserveKubelet(a nodeapi.COEKubeletStartArgs, addr netip.Addr, subnet netip.Prefix) (*kubeletRecord, error) {
 	held, err := c.heldPorts()
 	if err != nil {
 		return nil, err
 	}
 	ports, err := freePorts(addr, 1, held)
-	if err != nil {
-		return nil, err
-	}
-	subnet, err := c.freePodSubnet(a.Cluster, a.Node)
 	if err != nil {
 		return nil, err
 	}
@@ -223,6 +186,10 @@ func (s *Server) coeKubeletStart(ctx context.Context, a nodeapi.COEKubeletStartA
 	if err != nil {
 		return nil, ecode.Errorf(ecode.Inval, "bind address %q: %w", a.BindAddress, err)
 	}
+	subnet, err := checkPodSubnet(a.PodSubnet)
+	if err != nil {
+		return nil, err
+	}
 	ca, err := certs.TrustAnchor([]byte(a.CACert))
 	if err != nil {
 		return nil, err
@@ -236,7 +203,7 @@ func (s *Server) coeKubeletStart(ctx context.Context, a nodeapi.COEKubeletStartA
 		return nil, err
 	}
 	if r == nil {
-		if r, err = c.reserveKubelet(a, addr); err != nil {
+		if r, err = c.reserveKubelet(a, addr, subnet); err != nil {
 			return nil, err
 		}
 	} else if r.BindAddress != addr.String() {
@@ -244,7 +211,8 @@ func (s *Server) coeKubeletStart(ctx context.Context, a nodeapi.COEKubeletStartA
 	}
 	id := a.Cluster + "/" + a.Node
 	_, supErr := c.sup.Status(id)
-	same := r.CA == caSum && r.Server == a.Server && r.ClusterName == a.ClusterName && maps.Equal(r.Labels, a.Labels)
+	same := r.CA == caSum && r.Server == a.Server && r.ClusterName == a.ClusterName && maps.Equal(r.Labels, a.Labels) &&
+		r.PodSubnet == subnet.String()
 	if supErr == nil && same {
 		return c.kubeletStatus(r), nil
 	}
@@ -258,7 +226,7 @@ func (s *Server) coeKubeletStart(ctx context.Context, a nodeapi.COEKubeletStartA
 			return nil, err
 		}
 	}
-	r.ClusterName, r.Server, r.Labels = a.ClusterName, a.Server, a.Labels
+	r.ClusterName, r.Server, r.Labels, r.PodSubnet = a.ClusterName, a.Server, a.Labels, subnet.String()
 	spec := c.workerSpec(r)
 	spec.CACert = ca.CertPEM()
 	spec.Client = certs.KeyPair{CertPEM: []byte(a.Client.Cert), KeyPEM: secret.Secret(a.Client.Key)}

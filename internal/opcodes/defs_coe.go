@@ -23,6 +23,7 @@ func coeDefs() []Def {
 	cluster := Param{Name: "cluster", Type: TNEString, Required: true, Doc: "COE cluster name or uuid"}
 	template := Param{Name: "cluster_template", Type: TNEString, Required: true, Doc: "cluster template name or uuid"}
 	nodegroup := Param{Name: "nodegroup", Type: TNEString, Required: true, Doc: "node group name or uuid within the cluster"}
+	federation := Param{Name: "federation", Type: TNEString, Required: true, Doc: "federation name or uuid"}
 	project := Param{Name: "project_id", Type: TString, Default: "", Doc: "the caller's project (set by the API front)"}
 	user := Param{Name: "user_id", Type: TString, Default: "", Doc: "the caller (set by the API front)"}
 	labels := Param{Name: "labels", Type: TAny, Default: nil, Doc: "labels (dict of strings)"}
@@ -117,6 +118,19 @@ func coeDefs() []Def {
 			{Name: "project_id", Type: TNEString, Required: true, Doc: "project"},
 			{Name: "resource", Type: TNEString, Required: true, Doc: "resource (Cluster)"},
 		}},
+		{ID: "OP_COE_FEDERATION_CREATE", KeyPrm: "name", Doc: "group clusters of a project under a host cluster (Magnum's federation)", Params: []Param{
+			{Name: "name", Type: TNEString, Required: true, Doc: "federation name (unique)"},
+			maybeStr("uuid", "uuid to give the federation (default: a new one)"),
+			{Name: "hostcluster_id", Type: TNEString, Required: true, Doc: "host cluster name or uuid"},
+			{Name: "member_ids", Type: TStringList, Default: []any{}, Doc: "member clusters (names or uuids)"},
+			{Name: "properties", Type: TDict, Required: true, Doc: "properties (dict of strings with dns-zone)"},
+			project,
+		}},
+		{ID: "OP_COE_FEDERATION_MODIFY", KeyPrm: "federation", Doc: "change a federation's members (join, unjoin) or properties", Params: []Param{federation,
+			{Name: "changes", Type: TDict, Required: true, Doc: "new member_ids (list) and/or properties (dict)"},
+			project,
+		}},
+		{ID: "OP_COE_FEDERATION_REMOVE", KeyPrm: "federation", Doc: "remove a federation (its clusters stay)", Params: []Param{federation, project}},
 		{ID: "OP_COE_TRUST_REVOKE", KeyPrm: "cluster", Doc: "revoke the credential a cluster's background work acts with", Params: []Param{cluster}},
 	}
 }

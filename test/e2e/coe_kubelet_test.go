@@ -3,6 +3,9 @@ package e2e
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/corral/corral/internal/coe/controlplane"
 	"github.com/corral/corral/internal/coe/k8sbin"
+	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/devcluster"
 )
 
@@ -111,8 +115,18 @@ spec:
 	if phase, _ := kube(t, kc, "get", "pod", "smoke", "-o", "jsonpath={.status.phase}"); phase != "Running" {
 		t.Fatalf("pod smoke is %q, not Running", phase)
 	}
-	if ip, _ := kube(t, kc, "get", "pod", "smoke", "-o", "jsonpath={.status.podIP}"); !strings.HasPrefix(ip, "10.244.") {
-		t.Fatalf("pod IP %q is not from the worker's pod subnet", ip)
+	// The pod's address is from the subnet corrald handed out to the
+	// worker on its Corral node.
+	var shown struct {
+		PodSubnets []config.COEPodSubnet `json:"pod_subnets"`
+	}
+	out, err := c.corral("coe", "cluster", "show", "c1", "-o", "json")
+	if err := errors.Join(err, json.Unmarshal([]byte(out), &shown)); err != nil || len(shown.PodSubnets) != 1 || shown.PodSubnets[0].Node != node {
+		t.Fatalf("the cluster's pod subnets: %v\n%s", err, out)
+	}
+	subnet := netip.MustParsePrefix(shown.PodSubnets[0].Subnet)
+	if ip, _ := kube(t, kc, "get", "pod", "smoke", "-o", "jsonpath={.status.podIP}"); !subnet.Contains(netip.MustParseAddr(ip)) {
+		t.Fatalf("pod IP %q is not from the worker's pod subnet %s", ip, subnet)
 	}
 
 	coeDir := filepath.Join(c.st.StateDir, "coe", c.st.Nodes[0])

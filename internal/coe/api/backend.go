@@ -76,6 +76,19 @@ type Backend interface {
 	// the cluster's uuid.
 	RotateCA(ctx context.Context, who Caller, cluster string) (string, error)
 
+	// ListFederations lists the federations the caller sees.
+	ListFederations(ctx context.Context, who Caller) ([]*config.COEFederation, error)
+	GetFederation(ctx context.Context, who Caller, ident string) (*config.COEFederation, error)
+	// CreateFederation starts the creation of f.UUID (made by the API)
+	// for the caller's project and returns once it is stored, or with
+	// the refusal (unknown host or member: 404, a member not complete:
+	// 409, a name taken: 409).
+	CreateFederation(ctx context.Context, who Caller, f FederationCreate) error
+	// UpdateFederation starts the changes (member_ids: the whole new
+	// list; properties) and returns the federation's uuid.
+	UpdateFederation(ctx context.Context, who Caller, ident string, changes map[string]any) (string, error)
+	DeleteFederation(ctx context.Context, who Caller, ident string) error
+
 	// ListQuotas lists the caller's project's quotas, every project's
 	// when all (administrators only).
 	ListQuotas(ctx context.Context, who Caller, all bool) ([]*config.COEQuota, error)

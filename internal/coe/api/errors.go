@@ -29,6 +29,16 @@ func ErrNodeGroupNotFound(ident string) error {
 	return ecode.Errorf(ecode.NoEnt, "Nodegroup %s could not be found.", ident)
 }
 
+// ErrFederationNotFound is the 404 of an unknown federation.
+func ErrFederationNotFound(ident string) error {
+	return ecode.Errorf(ecode.NoEnt, "Federation %s could not be found.", ident)
+}
+
+// ErrMemberExists is the 409 of a cluster joining a federation twice.
+func ErrMemberExists(cluster, federation string) error {
+	return ecode.Errorf(ecode.Exists, "A cluster with UUID %s is already a member of the federation %s.", cluster, federation)
+}
+
 // ErrQuotaNotFound is the 404 of deleting or updating a quota never set.
 func ErrQuotaNotFound(project, resource string) error {
 	return ecode.Errorf(ecode.NoEnt, "Quota could not be found: project %s, resource %s.", project, resource)

@@ -27,6 +27,7 @@ type fakeBackend struct {
 	clusters  []*config.COECluster
 	groups    []*config.COENodeGroup
 	quotas    []*config.COEQuota
+	feds      []*config.COEFederation
 	cas       map[string]*fakeCA // by cluster uuid
 	rotations map[string]int
 	now       float64

@@ -125,6 +125,12 @@ func (h *Handler) routes() {
 	h.route("GET /v1/certificates/{cluster}", false, h.showCA)
 	h.route("POST /v1/certificates", false, h.signCSR)
 	h.route("PATCH /v1/certificates/{cluster}", false, h.rotateCA)
+	h.route("GET /v1/federations", false, h.listFederations)
+	h.route("GET /v1/federations/detail", false, h.listFederationsDetail)
+	h.route("POST /v1/federations", false, h.createFederation)
+	h.route("GET /v1/federations/{ident}", false, h.showFederation)
+	h.route("PATCH /v1/federations/{ident}", false, h.patchFederation)
+	h.route("DELETE /v1/federations/{ident}", false, h.deleteFederation)
 	h.route("GET /v1/quotas", false, h.listQuotas)
 	h.route("POST /v1/quotas", false, h.createQuota)
 	h.route("GET /v1/quotas/{project}/{resource}", false, h.showQuota)
@@ -233,6 +239,7 @@ func (h *Handler) serveV1(w http.ResponseWriter, r *http.Request, c *call) error
 		"mservices":        res("mservices"),
 		"quotas":           res("quotas"),
 		"stats":            res("stats"),
+		"federations":      res("federations"),
 	})
 	return nil
 }

@@ -368,6 +368,61 @@ func (b *luxiBackend) DeleteQuota(ctx context.Context, who Caller, project, reso
 	return b.submit(ctx, map[string]any{"OP_ID": "OP_COE_QUOTA_REMOVE", "project_id": project, "resource": resource})
 }
 
+func (b *luxiBackend) federations(ctx context.Context, names []string) ([]*config.COEFederation, error) {
+	var out []*config.COEFederation
+	err := b.call(ctx, coewire.MethodFederations, []any{names}, &out)
+	return out, err
+}
+
+func (b *luxiBackend) ListFederations(ctx context.Context, who Caller) ([]*config.COEFederation, error) {
+	all, err := b.federations(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, f := range all {
+		if Owns(who, f.ProjectID) {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+func (b *luxiBackend) GetFederation(ctx context.Context, who Caller, ident string) (*config.COEFederation, error) {
+	fs, err := b.federations(ctx, []string{ident})
+	if ecode.ClassOf(err) == ecode.NoEnt || (err == nil && (len(fs) != 1 || !Owns(who, fs[0].ProjectID))) {
+		return nil, ErrFederationNotFound(ident)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return fs[0], nil
+}
+
+func (b *luxiBackend) CreateFederation(ctx context.Context, who Caller, f FederationCreate) error {
+	return b.submit(ctx, map[string]any{"OP_ID": "OP_COE_FEDERATION_CREATE", "name": f.Name, "uuid": f.UUID,
+		"hostcluster_id": f.Host, "member_ids": listOf(f.Members), "properties": f.Properties, "project_id": who.Project})
+}
+
+func (b *luxiBackend) UpdateFederation(ctx context.Context, who Caller, ident string, changes map[string]any) (string, error) {
+	f, err := b.GetFederation(ctx, who, ident)
+	if err != nil {
+		return "", err
+	}
+	err = b.submit(ctx, map[string]any{"OP_ID": "OP_COE_FEDERATION_MODIFY", "federation": f.UUID, "changes": changes,
+		"project_id": actingProject(who, f.ProjectID)})
+	return f.UUID, err
+}
+
+func (b *luxiBackend) DeleteFederation(ctx context.Context, who Caller, ident string) error {
+	f, err := b.GetFederation(ctx, who, ident)
+	if err != nil {
+		return err
+	}
+	return b.submit(ctx, map[string]any{"OP_ID": "OP_COE_FEDERATION_REMOVE", "federation": f.UUID,
+		"project_id": actingProject(who, f.ProjectID)})
+}
+
 func (b *luxiBackend) Stats(ctx context.Context, who Caller, project string) (Stats, error) {
 	if err := CanSeeStats(who, project); err != nil {
 		return Stats{}, err

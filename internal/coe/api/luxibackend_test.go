@@ -24,6 +24,7 @@ type luxiPeer struct {
 	mu        sync.Mutex
 	templates []*config.COETemplate
 	clusters  []coewire.ClusterRecord
+	feds      []*config.COEFederation
 	ops       []map[string]any
 	refuse    error // answer COESubmit with this
 }
@@ -56,6 +57,17 @@ func (p *luxiPeer) call(_ context.Context, method string, args []json.RawMessage
 		}
 		if len(names) > 0 && len(out) == 0 {
 			return nil, ecode.Errorf(ecode.NoEnt, "Cluster %s could not be found.", names[0])
+		}
+		return listOfAny(out), nil
+	case coewire.MethodFederations:
+		var out []*config.COEFederation
+		for _, f := range p.feds {
+			if len(names) == 0 || names[0] == f.UUID || names[0] == f.Name {
+				out = append(out, f)
+			}
+		}
+		if len(names) > 0 && len(out) == 0 {
+			return nil, ecode.Errorf(ecode.NoEnt, "Federation %s could not be found.", names[0])
 		}
 		return listOfAny(out), nil
 	case coewire.MethodNodeGroups:
@@ -207,4 +219,51 @@ func TestLuxiBackendOverLUXI(t *testing.T) {
 		!strings.Contains(s, `"binary":"magnum-api"`) {
 		t.Fatalf("mservices: %s", r.raw)
 	}
+}
+
+// The LUXI backend's federation ops: the caller's project on a create,
+// the owner's when an administrator acts on another project's federation,
+// the whole member list a join becomes, and other projects' federations
+// hidden.
+func TestLuxiBackendFederations(t *testing.T) {
+	p := &luxiPeer{}
+	pool := startLuxiPeer(t, p)
+	a := newAPITest(t)
+	a.h = NewHandler(Config{Backend: NewLuxiBackend(pool), Auth: testAuth{}})
+	user := []string{"X-Test-Admin", "", "X-Test-User", "bob"}
+	host, member, fed, theirs := config.NewUUID(), config.NewUUID(), config.NewUUID(), config.NewUUID()
+	p.mu.Lock()
+	p.clusters = []coewire.ClusterRecord{
+		{Cluster: &config.COECluster{Meta: config.Meta{UUID: host, Name: "host"}, ProjectID: "p1", Status: "CREATE_COMPLETE"}},
+		{Cluster: &config.COECluster{Meta: config.Meta{UUID: member, Name: "m1"}, ProjectID: "p1", Status: "CREATE_COMPLETE"}},
+	}
+	p.feds = []*config.COEFederation{
+		{Meta: config.Meta{UUID: fed, Name: "f1"}, ProjectID: "p1", HostCluster: host, Members: []string{}, Status: "CREATE_COMPLETE"},
+		{Meta: config.Meta{UUID: theirs, Name: "f9"}, ProjectID: "p2", HostCluster: config.NewUUID(), Status: "CREATE_COMPLETE"},
+	}
+	p.mu.Unlock()
+
+	r := a.want(a.do("POST", "/v1/federations", `{"name": "f2", "hostcluster_id": "host", "member_ids": ["m1"], "properties": {"dns-zone": "z."}}`, user...), 202)
+	op := p.last()
+	if op["OP_ID"] != "OP_COE_FEDERATION_CREATE" || op["uuid"] != r.body["uuid"] || op["name"] != "f2" || op["hostcluster_id"] != "host" ||
+		op["member_ids"].([]any)[0] != "m1" || op["properties"].(map[string]any)["dns-zone"] != "z." || op["project_id"] != "p1" {
+		t.Fatalf("federation create op: %v", op)
+	}
+	a.want(a.do("PATCH", "/v1/federations/f1", `[{"op": "add", "path": "/member_ids", "value": "m1"}]`, user...), 202)
+	op = p.last()
+	if op["OP_ID"] != "OP_COE_FEDERATION_MODIFY" || op["federation"] != fed || op["project_id"] != "p1" ||
+		len(op["changes"].(map[string]any)["member_ids"].([]any)) != 1 || op["changes"].(map[string]any)["member_ids"].([]any)[0] != member {
+		t.Fatalf("join op: %v", op)
+	}
+	r = a.want(a.do("GET", "/v1/federations", "", user...), 200)
+	if l := r.body["federations"].([]any); len(l) != 1 || l[0].(map[string]any)["name"] != "f1" {
+		t.Fatalf("bob's federations: %s", r.raw)
+	}
+	a.wantError(a.do("DELETE", "/v1/federations/f9", "", user...), 404, "Federation f9 could not be found.")
+	a.want(a.do("DELETE", "/v1/federations/f9", ""), 204)
+	if op = p.last(); op["OP_ID"] != "OP_COE_FEDERATION_REMOVE" || op["federation"] != theirs || op["project_id"] != "p2" {
+		t.Fatalf("admin delete op: %v", op)
+	}
+	p.setRefusal(ecode.Errorf(ecode.State, "Cluster %s is in UPDATE_IN_PROGRESS: only a cluster in CREATE_COMPLETE or UPDATE_COMPLETE joins a federation.", member))
+	a.wantError(a.do("PATCH", "/v1/federations/f1", `[{"op": "add", "path": "/member_ids", "value": "m1"}]`, user...), 409, "joins a federation")
 }

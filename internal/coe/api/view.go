@@ -15,7 +15,7 @@ import (
 // hiddenFields are stored fields that are Corral's own business, never
 // shown: bookkeeping, the driver's placement, the trust and sealed keys.
 var hiddenFields = []string{"serial_no", "ctime", "mtime", "driver", "placement", "trust_id",
-	"private_key_sealed", "nodes", "generation"}
+	"private_key_sealed", "nodes", "generation", "pod_subnets"}
 
 // wsmeDoc renders a stored object as Magnum's wsme objects show it: its
 // JSON with Corral's own fields dropped, unset ones (null, "") omitted,

@@ -170,6 +170,9 @@ func (cp *ControlPlane) apiServerArgs() []string {
 		"--client-ca-file=" + cp.PKIPath("ca.crt"),
 		"--kubelet-client-certificate=" + cp.PKIPath("apiserver-kubelet-client.crt"),
 		"--kubelet-client-key=" + cp.PKIPath("apiserver-kubelet-client.key"),
+		// Logs and exec verify the kubelet's serving certificate: the
+		// cluster CA signs it with the kube node's name and address.
+		"--kubelet-certificate-authority=" + cp.PKIPath("ca.crt"),
 		// A kube node's name need not resolve: logs and exec go to the
 		// address its kubelet serves at.
 		"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",

@@ -53,6 +53,7 @@ func TestNewDerivesTheCommandLines(t *testing.T) {
 		"--etcd-prefix=/registry",
 		"--secure-port=" + strconv.Itoa(spec.APIServerPort),
 		"--client-ca-file=" + filepath.Join(spec.Dir, "pki", "ca.crt"),
+		"--kubelet-certificate-authority=" + filepath.Join(spec.Dir, "pki", "ca.crt"),
 		"--service-cluster-ip-range=10.96.0.0/16",
 	} {
 		if !slices.Contains(api, want) {

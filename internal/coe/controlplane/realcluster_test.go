@@ -200,6 +200,7 @@ func TestRealControlPlane(t *testing.T) {
 	waitReady(t, a.client, 3*time.Minute)
 	toReady := time.Since(start)
 	nodesReady, toDeployment := runWorkload(t, kubectlBin, a)
+	checkKubeletServingVerified(t, kubectlBin, a)
 	toNodes, sinceStart := nodesReady.Sub(start.Add(toReady)), nodesReady.Sub(start)
 
 	sup = restartAndAdopt(t, sup, a)

@@ -9,6 +9,7 @@ package driver
 import (
 	"context"
 	"maps"
+	"net/netip"
 	"slices"
 	"sort"
 	"time"
@@ -80,6 +81,11 @@ type Env interface {
 	// wait): a step waiting for something outside returns Park's error
 	// after checking, and must have changed nothing before it.
 	Park(ctx context.Context, until time.Time) error
+	// PodSubnet hands out a pod subnet for a kubelet worker (owner,
+	// "<cluster uuid>/<kube node>") unique on the Corral node host among
+	// every cluster's; the step records it in the cluster's PodSubnets,
+	// which commit with it (confdb.FreeCOEPodSubnet).
+	PodSubnet(host *config.Node, owner string) (netip.Prefix, error)
 }
 
 // Store is what an Env of the COE units also offers, for a driver whose

@@ -395,6 +395,7 @@ func (d *Driver) DeleteCluster(p driver.Params) []driver.Step {
 			for _, g := range c.Groups {
 				for _, n := range g.Nodes {
 					delete(c.Placement, placeKubeletPrefix+n)
+					dropPodSubnet(c, n)
 				}
 				g.Nodes, g.NodeAddresses = nil, nil
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,6 +28,8 @@ type testEnv struct {
 	args   []any
 	ports  nodeapi.COEControlPlanePorts
 	parked time.Time
+	// subnets counts the pod subnets handed out.
+	subnets int
 }
 
 func (e *testEnv) Nodes() []*config.Node { return e.nodes }
@@ -42,6 +45,13 @@ func (e *testEnv) RPC(ctx context.Context, n *config.Node, method string, args, 
 }
 
 func (e *testEnv) Logf(ctx context.Context, format string, args ...any) {}
+
+// PodSubnet hands out the next /24 of 10.244.0.0/16, as corrald would
+// on an empty node.
+func (e *testEnv) PodSubnet(host *config.Node, owner string) (netip.Prefix, error) {
+	e.subnets++
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(e.subnets), 0}), 24), nil
+}
 
 func (e *testEnv) Park(ctx context.Context, until time.Time) error {
 	e.parked = until

@@ -113,11 +113,16 @@ func (d *Driver) startKubelet(ctx context.Context, e driver.Env, c *driver.Clust
 	if err != nil {
 		return nil, err
 	}
+	subnet, err := podSubnet(e, c, host, node)
+	if err != nil {
+		return nil, err
+	}
 	args := nodeapi.COEKubeletStartArgs{Cluster: c.UUID, ClusterName: c.Name, Node: node, Server: c.APIAddress,
 		BindAddress: host.PrimaryIP, Labels: map[string]string{LabelNodeGroup: g.Name, LabelNodeGroupRole: g.Role},
-		CACert:  string(ca.CertPEM()),
-		Client:  nodeapi.COEKeyPair{Cert: string(client.CertPEM), Key: client.KeyPEM.Reveal()},
-		Serving: nodeapi.COEKeyPair{Cert: string(serving.CertPEM), Key: serving.KeyPEM.Reveal()}}
+		CACert:    string(ca.CertPEM()),
+		Client:    nodeapi.COEKeyPair{Cert: string(client.CertPEM), Key: client.KeyPEM.Reveal()},
+		Serving:   nodeapi.COEKeyPair{Cert: string(serving.CertPEM), Key: serving.KeyPEM.Reveal()},
+		PodSubnet: subnet}
 	var st nodeapi.COEKubeletStatusReply
 	if err := e.RPC(ctx, host, nodeapi.COEKubeletStart, args, &st); err != nil {
 		return nil, fmt.Errorf("starting the kubelet of %s on %s: %w", node, host.Name, err)
@@ -140,7 +145,30 @@ func (d *Driver) removeKubelet(ctx context.Context, e driver.Env, c *driver.Clus
 		return fmt.Errorf("removing the kubelet of %s from %s: %w", node, host.Name, err)
 	}
 	delete(c.Placement, placeKubeletPrefix+node)
+	dropPodSubnet(c, node)
 	return nil
+}
+
+// podSubnet is the kube node's pod subnet on host: the one the cluster
+// records, or (recording it) one corrald hands out.
+func podSubnet(e driver.Env, c *driver.Cluster, host *config.Node, node string) (string, error) {
+	for _, ps := range c.PodSubnets {
+		if ps.Node == node && ps.Host == host.UUID {
+			return ps.Subnet, nil
+		}
+	}
+	p, err := e.PodSubnet(host, c.UUID+"/"+node)
+	if err != nil {
+		return "", err
+	}
+	dropPodSubnet(c, node)
+	c.PodSubnets = append(c.PodSubnets, config.COEPodSubnet{Node: node, Host: host.UUID, Subnet: p.String()})
+	return p.String(), nil
+}
+
+// dropPodSubnet forgets the kube node's pod subnet.
+func dropPodSubnet(c *driver.Cluster, node string) {
+	c.PodSubnets = slices.DeleteFunc(c.PodSubnets, func(ps config.COEPodSubnet) bool { return ps.Node == node })
 }
 
 // restartKubelets stops and starts the named kubelets of the group.

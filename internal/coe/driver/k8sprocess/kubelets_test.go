@@ -49,11 +49,17 @@ func TestKubeletsStayOnTheirNodesWithCertificatesOfTheirOwn(t *testing.T) {
 	if err := d.startKubelets(ctx, e, c, g); err != nil {
 		t.Fatal(err)
 	}
-	hosts := map[string]string{}
+	hosts, subnets := map[string]string{}, map[string]string{}
 	for i, a := range e.args {
 		args := a.(nodeapi.COEKubeletStartArgs)
 		host := e.nodes[slices.IndexFunc(e.nodes, func(n *config.Node) bool { return n.Name+" "+nodeapi.COEKubeletStart == e.calls[i] })]
 		hosts[args.Node] = host.Name
+		// The pod subnet is corrald's, recorded with the host it is on.
+		rec := c.PodSubnets[slices.IndexFunc(c.PodSubnets, func(ps config.COEPodSubnet) bool { return ps.Node == args.Node })]
+		if args.PodSubnet == "" || rec.Subnet != args.PodSubnet || rec.Host != host.UUID {
+			t.Fatalf("pod subnet of %s: %q, recorded %+v", args.Node, args.PodSubnet, rec)
+		}
+		subnets[args.Node] = args.PodSubnet
 		if args.BindAddress != host.PrimaryIP || args.Server != c.APIAddress || args.Labels[LabelNodeGroup] != "w" {
 			t.Fatalf("start args of %s on %s: %+v", args.Node, host.Name, args)
 		}
@@ -75,9 +81,13 @@ func TestKubeletsStayOnTheirNodesWithCertificatesOfTheirOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, a := range e.args {
-		if want := hosts[a.(nodeapi.COEKubeletStartArgs).Node] + " " + nodeapi.COEKubeletStart; e.calls[i] != want {
-			t.Fatalf("run again: %s, want %s", e.calls[i], want)
+		args := a.(nodeapi.COEKubeletStartArgs)
+		if want := hosts[args.Node] + " " + nodeapi.COEKubeletStart; e.calls[i] != want || args.PodSubnet != subnets[args.Node] {
+			t.Fatalf("run again: %s with %s, want %s with %s", e.calls[i], args.PodSubnet, want, subnets[args.Node])
 		}
+	}
+	if e.subnets != 3 {
+		t.Fatalf("%d pod subnets handed out for 3 kube nodes", e.subnets)
 	}
 	e.calls, e.args = nil, nil
 	if err := d.removeKubelet(ctx, e, c, "c1-w-2"); err != nil {
@@ -89,6 +99,9 @@ func TestKubeletsStayOnTheirNodesWithCertificatesOfTheirOwn(t *testing.T) {
 	}
 	if _, placed := c.Placement[placeKubeletPrefix+"c1-w-2"]; placed {
 		t.Fatal("the removed kube node keeps its placement")
+	}
+	if slices.ContainsFunc(c.PodSubnets, func(ps config.COEPodSubnet) bool { return ps.Node == "c1-w-2" }) || len(c.PodSubnets) != 2 {
+		t.Fatalf("pod subnets after the removal: %+v", c.PodSubnets)
 	}
 	// A kwok node (never placed) asks no node for anything.
 	e.calls = nil
