@@ -62,6 +62,24 @@ type COEControlPlaneStartArgs struct {
 	// heartbeats before it is NotReady (0: Kubernetes' default).
 	NodeMonitorGraceSeconds int           `json:"node_monitor_grace_seconds,omitempty"`
 	Certs                   COECertBundle `json:"certs"`
+	// Masters, of a cluster with several: this node's etcd member's name,
+	// every member (this one among them), and whether this node runs
+	// kwok. Empty for a cluster of one master.
+	Masters *COEMasters `json:"masters,omitempty"`
+}
+
+// COEMasters is one master's part in a cluster of several.
+type COEMasters struct {
+	Member  string          `json:"member"`
+	Members []COEEtcdMember `json:"members"`
+	Kwok    bool            `json:"kwok"`
+}
+
+// COEEtcdMember is one member of a cluster's etcd.
+type COEEtcdMember struct {
+	Name      string `json:"name"`
+	PeerURL   string `json:"peer_url"`
+	ClientURL string `json:"client_url"`
 }
 
 // COEControlPlaneStopArgs stops a cluster's components; Purge also

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -65,6 +66,8 @@ type coeRecord struct {
 	// CA is the SHA-256 of the CA certificate the components were last
 	// started with; "" until the first start.
 	CA string `json:"ca,omitempty"`
+	// Masters is this node's part in a cluster of several masters.
+	Masters *nodeapi.COEMasters `json:"masters,omitempty"`
 }
 
 var coeClusterRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -216,10 +219,17 @@ func (c *coePlanes) save(r *coeRecord) error {
 // adopt, stop or compare command lines).
 func (c *coePlanes) spec(r *coeRecord) controlplane.Spec {
 	addr, _ := netip.ParseAddr(r.BindAddress) // checked by reserve
-	return controlplane.Spec{ClusterUUID: r.Cluster, ClusterName: r.Name, Dir: filepath.Join(c.dir, "clusters", r.Cluster),
+	s := controlplane.Spec{ClusterUUID: r.Cluster, ClusterName: r.Name, Dir: filepath.Join(c.dir, "clusters", r.Cluster),
 		UID: r.UID, GID: r.UID, BindAddress: addr, APIServerPort: r.Ports.APIServer,
 		EtcdClientPort: r.Ports.EtcdClient, EtcdPeerPort: r.Ports.EtcdPeer,
 		NodeMonitorGracePeriod: time.Duration(r.GraceSecs) * time.Second, Tools: c.tools}
+	if m := r.Masters; m != nil {
+		s.EtcdMember, s.LeaderElect, s.NoKwok = m.Member, true, !m.Kwok
+		for _, x := range m.Members {
+			s.EtcdMembers = append(s.EtcdMembers, controlplane.EtcdMember{Name: x.Name, PeerURL: x.PeerURL, ClientURL: x.ClientURL})
+		}
+	}
+	return s
 }
 
 // heldPorts are the ports every record holds.
@@ -343,7 +353,7 @@ func (s *Server) coeStart(ctx context.Context, a nodeapi.COEControlPlaneStartArg
 	ca := hex.EncodeToString(sum[:])
 	_, supErr := c.sup.Status(a.Cluster)
 	supervised := supErr == nil
-	if supervised && r.CA == ca && r.Name == a.Name && r.GraceSecs == a.NodeMonitorGraceSeconds {
+	if supervised && r.CA == ca && r.Name == a.Name && r.GraceSecs == a.NodeMonitorGraceSeconds && reflect.DeepEqual(r.Masters, a.Masters) {
 		return c.status(r)
 	}
 	if r.CA != "" {
@@ -364,7 +374,7 @@ func (s *Server) coeStart(ctx context.Context, a nodeapi.COEControlPlaneStartArg
 		}
 		r.UID = int(uid)
 	}
-	r.Name, r.GraceSecs = a.Name, a.NodeMonitorGraceSeconds
+	r.Name, r.GraceSecs, r.Masters = a.Name, a.NodeMonitorGraceSeconds, a.Masters
 	spec := c.spec(r)
 	spec.Certs = bundle
 	cp, err := controlplane.New(spec)
