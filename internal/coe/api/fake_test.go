@@ -326,7 +326,7 @@ func (b *fakeBackend) defaultWorkers(cluster string) *config.COENodeGroup {
 	return nil
 }
 
-func (b *fakeBackend) UpdateCluster(ctx context.Context, who Caller, ident string, changes map[string]any) (string, error) {
+func (b *fakeBackend) UpdateCluster(ctx context.Context, who Caller, ident string, changes map[string]any, rollback bool) (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.record("cluster-update", ident, changes)
