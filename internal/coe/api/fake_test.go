@@ -329,7 +329,7 @@ func (b *fakeBackend) defaultWorkers(cluster string) *config.COENodeGroup {
 func (b *fakeBackend) UpdateCluster(ctx context.Context, who Caller, ident string, changes map[string]any, rollback bool) (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.record("cluster-update", ident, changes)
+	b.record("cluster-update", ident, changes, rollback)
 	c, err := b.cluster(who, ident)
 	if err != nil {
 		return "", err
