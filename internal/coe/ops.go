@@ -82,9 +82,16 @@ func (u *upgradeUnit) Prereq(ctx context.Context, op *opcodes.Op) error {
 		if name := op.Str("nodegroup"); name != "" && g.Name != name && g.UUID != name {
 			continue
 		}
-		ug := driver.UpgradeGroup{Name: g.Name}
-		for nodes := slices.Clone(g.Nodes); len(nodes) > 0; {
-			n := min(batch, len(nodes))
+		ug := driver.UpgradeGroup{Name: g.Name, Role: g.Role}
+		nodes, size := slices.Clone(g.Nodes), batch
+		if g.Role == config.COERoleMaster && len(g.Nodes) == 0 {
+			// Masters that are no kube nodes go by address, and never
+			// so many at once that etcd loses its majority: one at a
+			// time of three.
+			nodes, size = slices.Clone(g.NodeAddresses), max(1, min(batch, (len(g.NodeAddresses)-1)/2))
+		}
+		for len(nodes) > 0 {
+			n := min(size, len(nodes))
 			ug.Batches = append(ug.Batches, nodes[:n])
 			nodes = nodes[n:]
 		}

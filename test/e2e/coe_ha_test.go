@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,7 +65,8 @@ func nodeProcs(c *cluster, node, uuid string) map[string][]int {
 // first); the cluster lists the three master_addresses and its kubeconfig
 // names the first. With the first master's node daemon stopped and its
 // etcd and API server killed, kubectl against another master still lists
-// and writes. Delete leaves nothing on any node. An even master_count is
+// and writes. An upgrade restarts each master in turn. Delete leaves
+// nothing on any node. An even master_count is
 // refused, and more masters than nodes fail the create saying so.
 func TestCOEThreeMastersSurviveALostMaster(t *testing.T) {
 	requireK8sTools(t)
@@ -184,6 +186,26 @@ func TestCOEThreeMastersSurviveALostMaster(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 	}
+
+	// An upgrade restarts every master, one at a time whatever
+	// max_batch_size says (etcd keeps its majority).
+	before := map[string][]int{}
+	for n := range recs {
+		before[n] = nodeProcs(c, n, uuid)["kube-apiserver"]
+	}
+	osc.must("cluster", "template", "create", "kwok-next", "--coe", "kubernetes", "--image", "kwok", "--server-type", "vm",
+		"--external-network", "none", "--labels", "kube_tag=v1.37.2-next")
+	began = time.Now()
+	osc.must("cluster", "upgrade", "c1", "kwok-next", "--max-batch-size", "3")
+	osc.waitCOEStatus("c1", "UPDATE_COMPLETE", 5*time.Minute)
+	t.Logf("three masters and two kwok nodes upgraded in %v", time.Since(began).Round(time.Second))
+	for n := range recs {
+		after := nodeProcs(c, n, uuid)["kube-apiserver"]
+		if len(after) != 1 || slices.Equal(after, before[n]) {
+			t.Fatalf("the API server on %s was not restarted by the upgrade: %v, then %v", n, before[n], after)
+		}
+	}
+	waitReadyNodes(t, kc, 2, time.Minute)
 
 	osc.must("cluster", "delete", "c1")
 	waitCOEGone(t, osc, "c1")

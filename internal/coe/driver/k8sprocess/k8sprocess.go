@@ -311,6 +311,13 @@ func (d *Driver) waitAPI(ctx context.Context, e driver.Env, c *driver.Cluster) e
 	if err == nil {
 		return nil
 	}
+	return d.parkOrFail(ctx, e, c, err)
+}
+
+// parkOrFail parks a wait for the API server until the next poll; past
+// the cluster's create_timeout (from the start of the wait) it fails
+// with why.
+func (d *Driver) parkOrFail(ctx context.Context, e driver.Env, c *driver.Cluster, err error) error {
 	timeout := time.Duration(c.CreateTimeout) * time.Minute
 	if timeout <= 0 {
 		timeout = time.Hour

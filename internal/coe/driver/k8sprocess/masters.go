@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net"
+	"slices"
 	"strconv"
+	"time"
 
+	"github.com/corral/corral/internal/coe/certs"
 	"github.com/corral/corral/internal/coe/driver"
+	"github.com/corral/corral/internal/coe/kube"
 	"github.com/corral/corral/internal/config"
 	"github.com/corral/corral/internal/ecode"
 	"github.com/corral/corral/internal/nodeapi"
@@ -195,4 +199,83 @@ func (d *Driver) place(ctx context.Context, e driver.Env, c *driver.Cluster) err
 		e.Logf(ctx, "master %d of %s on %s, API server at %s", i, c.Name, m.NodeName, m.apiURL())
 	}
 	return nil
+}
+
+// rollMasters are an upgrade's steps for one batch of masters (by
+// address): each is stopped and started again, then the step after
+// waits until each answers /readyz before the next batch goes.
+func (d *Driver) rollMasters(to driver.Params, group string, n int, batch []string) []driver.Step {
+	suffix := group + "/" + strconv.Itoa(n)
+	return []driver.Step{
+		{Name: fmt.Sprintf("restart %s's masters %v", group, batch), Condition: "Upgraded/" + suffix,
+			Run: func(ctx context.Context, e driver.Env, c *driver.Cluster) error {
+				ms, err := mastersOf(c)
+				if err != nil {
+					return err
+				}
+				for i, m := range ms {
+					if !slices.Contains(batch, m.Bind) {
+						continue
+					}
+					node, err := masterNode(e, c, m)
+					if err != nil {
+						return err
+					}
+					if err := e.RPC(ctx, node, nodeapi.COEControlPlaneStop, nodeapi.COEControlPlaneStopArgs{Cluster: c.UUID}, nil); err != nil {
+						return fmt.Errorf("stopping master %d on %s: %w", i, node.Name, err)
+					}
+				}
+				// The start step starts what is stopped and leaves the
+				// other masters running.
+				if err := d.start(ctx, e, c); err != nil {
+					return err
+				}
+				setPlace(c, placeStartedAt, d.now().Unix())
+				if g := c.Group(group); g != nil && to.KubeTag != "" {
+					g.Version = to.KubeTag
+				}
+				return nil
+			}},
+		{Name: fmt.Sprintf("wait for %s's masters %v", group, batch), Condition: "UpgradeReady/" + suffix,
+			Run: func(ctx context.Context, e driver.Env, c *driver.Cluster) error {
+				ms, err := mastersOf(c)
+				if err != nil {
+					return err
+				}
+				var last error
+				for _, m := range ms {
+					if !slices.Contains(batch, m.Bind) {
+						continue
+					}
+					if last = d.readyzAt(ctx, c, m.apiURL()); last != nil {
+						break
+					}
+				}
+				if last == nil {
+					return nil
+				}
+				return d.parkOrFail(ctx, e, c, last)
+			}},
+	}
+}
+
+// readyzAt asks one master's API server for /readyz.
+func (d *Driver) readyzAt(ctx context.Context, c *driver.Cluster, server string) error {
+	ca, err := LoadCA(d.keys, c.CA)
+	if err != nil {
+		return err
+	}
+	kp, err := ca.Issue(certs.Request{CommonName: "corral-conductor", Organizations: []string{certs.MastersGroup},
+		Usage: certs.ClientAuth, ValidFor: time.Hour})
+	if err != nil {
+		return err
+	}
+	cl, err := kube.New(server, ca.CertPEM(), kp.CertPEM, kp.KeyPEM)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return cl.Readyz(rctx)
 }

@@ -3,6 +3,7 @@ package k8sprocess
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -165,5 +166,53 @@ func TestStartSendsOneServiceAccountKeyToEveryMaster(t *testing.T) {
 		if k != keys[0] || k == "" {
 			t.Fatal("the masters got different service account keys")
 		}
+	}
+}
+
+// TestUpgradeRollsOneMasterPerBatch: a master batch's first step stops
+// only the batch's master and starts the control plane again everywhere
+// (the node leaves running masters be); its second step waits for that
+// master's API server.
+func TestUpgradeRollsOneMasterPerBatch(t *testing.T) {
+	ctx := context.Background()
+	d := testDriver(t)
+	e := &testEnv{nodes: []*config.Node{node("n1", "192.0.2.1"), node("n2", "192.0.2.2"), node("n3", "192.0.2.3")},
+		ports: nodeapi.COEControlPlanePorts{APIServer: 7001, EtcdClient: 7002, EtcdPeer: 7003}}
+	c := testCluster(3)
+	for _, s := range d.CreateCluster(driver.Params{})[:3] {
+		if err := s.Run(ctx, e, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms, _ := mastersOf(c)
+	plan := driver.UpgradePlan{Groups: []driver.UpgradeGroup{{Name: "default-master", Role: config.COERoleMaster,
+		Batches: [][]string{{ms[0].Bind}, {ms[1].Bind}, {ms[2].Bind}}}}}
+	steps := d.UpgradeCluster(driver.Params{}, driver.Params{KubeTag: "v9"}, plan)
+	if len(steps) != 6 {
+		t.Fatalf("%d steps for three masters", len(steps))
+	}
+	e.calls = nil
+	if err := steps[2].Run(ctx, e, c); err != nil {
+		t.Fatal(err)
+	}
+	var stops, starts []string
+	for _, call := range e.calls {
+		name, method, _ := strings.Cut(call, " ")
+		switch method {
+		case nodeapi.COEControlPlaneStop:
+			stops = append(stops, name)
+		case nodeapi.COEControlPlaneStart:
+			starts = append(starts, name)
+		}
+	}
+	if len(stops) != 1 || stops[0] != ms[1].NodeName || len(starts) != 3 {
+		t.Fatalf("stopped %v started %v, want %s stopped", stops, starts, ms[1].NodeName)
+	}
+	if c.MasterGroup().Version != "v9" {
+		t.Fatalf("group version %q", c.MasterGroup().Version)
+	}
+	// Nothing answers at the master's address: the wait parks.
+	if err := steps[3].Run(ctx, e, c); !errors.Is(err, errParked) {
+		t.Fatalf("wait for a master that does not answer: %v", err)
 	}
 }
