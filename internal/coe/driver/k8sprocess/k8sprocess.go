@@ -401,8 +401,14 @@ func (d *Driver) DeleteCluster(p driver.Params) []driver.Step {
 					errs = append(errs, fmt.Errorf("removing the control plane from %s: %w", n.Name, err))
 				}
 			}
-			if _, placed := c.Placement[placeNode]; placed {
-				if _, err := placedNode(e, c); err != nil {
+			// A master whose node is offline kept what it ran: the
+			// delete fails until that node is back (or removed).
+			ms, err := mastersOf(c)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			for _, m := range ms {
+				if _, err := masterNode(e, c, m); err != nil {
 					errs = append(errs, err)
 				}
 			}

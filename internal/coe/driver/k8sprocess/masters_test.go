@@ -216,3 +216,42 @@ func TestUpgradeRollsOneMasterPerBatch(t *testing.T) {
 		t.Fatalf("wait for a master that does not answer: %v", err)
 	}
 }
+
+// TestDeleteStopsEveryMasterAndNamesAnOfflineOne: the delete purges the
+// cluster on every online node and fails naming a master whose node is
+// offline.
+func TestDeleteStopsEveryMasterAndNamesAnOfflineOne(t *testing.T) {
+	ctx := context.Background()
+	d := testDriver(t)
+	e := &testEnv{nodes: []*config.Node{node("n1", "192.0.2.1"), node("n2", "192.0.2.2"), node("n3", "192.0.2.3")},
+		ports: nodeapi.COEControlPlanePorts{APIServer: 7001, EtcdClient: 7002, EtcdPeer: 7003}}
+	c := testCluster(3)
+	if err := d.place(ctx, e, c); err != nil {
+		t.Fatal(err)
+	}
+	ms, _ := mastersOf(c)
+	del := d.DeleteCluster(driver.Params{})[0]
+	e.calls = nil
+	if err := del.Run(ctx, e, c); err != nil {
+		t.Fatal(err)
+	}
+	purged := map[string]bool{}
+	for i, call := range e.calls {
+		if strings.HasSuffix(call, nodeapi.COEControlPlaneStop) && e.args[len(e.args)-len(e.calls)+i].(nodeapi.COEControlPlaneStopArgs).Purge {
+			name, _, _ := strings.Cut(call, " ")
+			purged[name] = true
+		}
+	}
+	if len(purged) != 3 {
+		t.Fatalf("purged on %v", purged)
+	}
+	var rest []*config.Node
+	for _, n := range e.nodes {
+		if n.UUID != ms[2].Node {
+			rest = append(rest, n)
+		}
+	}
+	if err := del.Run(ctx, &testEnv{nodes: rest}, c); ecode.ClassOf(err) != ecode.Environ || !strings.Contains(err.Error(), ms[2].NodeName) {
+		t.Fatalf("a master's node offline: %v", err)
+	}
+}
