@@ -267,11 +267,15 @@ func groupsNodes(g *config.COENodeGroup) []any {
 
 func (a *app) coeClusterUpdateCmd() *cobra.Command {
 	var w coeWaitOpts
+	var rollback bool
 	cmd := &cobra.Command{
 		Use:   "update CLUSTER [replace] node_count=N [--wait[=SECONDS]]",
 		Short: "Change a cluster (its node_count: the default worker group's size)",
 		Long: `Change a cluster's fields as "openstack coe cluster update": only node_count
-can change, which resizes the default worker group (see also resize).`,
+can change, which resizes the default worker group (see also resize). With
+--rollback a change that fails gives the group its old node count back and
+the cluster ends ROLLBACK_COMPLETE (ROLLBACK_FAILED if that fails too)
+rather than UPDATE_FAILED.`,
 		Example: "  corral coe cluster update k1 node_count=4 --wait",
 		Args:    minArgs(2, "a cluster name or uuid and node_count=N"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -281,11 +285,15 @@ can change, which resizes the default worker group (see also resize).`,
 			}
 			ctx := cmd.Context()
 			return a.env.withClient(ctx, func(c *luxi.Client) error {
-				return a.coeAction(ctx, c, cmd.OutOrStdout(), map[string]any{"OP_ID": "OP_COE_CLUSTER_MODIFY",
-					"cluster": args[0], "changes": changes}, args[0], "update", w)
+				op := map[string]any{"OP_ID": "OP_COE_CLUSTER_MODIFY", "cluster": args[0], "changes": changes}
+				if rollback {
+					op["rollback"] = true
+				}
+				return a.coeAction(ctx, c, cmd.OutOrStdout(), op, args[0], "update", w)
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&rollback, "rollback", false, "roll back to the old node count if the update fails")
 	addCOEWaitFlag(cmd, &w)
 	return cmd
 }
@@ -294,6 +302,7 @@ func (a *app) coeClusterResizeCmd() *cobra.Command {
 	var group string
 	var remove []string
 	var w coeWaitOpts
+	var rollback bool
 	cmd := &cobra.Command{
 		Use:   "resize CLUSTER COUNT [--nodegroup G] [--nodes-to-remove a,b] [--wait[=SECONDS]]",
 		Short: "Change a node group's node count, removing the named nodes first",
@@ -316,6 +325,9 @@ pods.`,
 				names = []string{}
 			}
 			op := map[string]any{"OP_ID": "OP_COE_CLUSTER_RESIZE", "cluster": args[0], "node_count": n, "nodes_to_remove": names}
+			if rollback {
+				op["rollback"] = true
+			}
 			if group != "" {
 				op["nodegroup"] = group
 			}
@@ -326,6 +338,7 @@ pods.`,
 		},
 	}
 	cmd.Flags().StringVar(&group, "nodegroup", "", "the node group (default: the default worker group)")
+	cmd.Flags().BoolVar(&rollback, "rollback", false, "roll back to the old node count if the resize fails")
 	cmd.Flags().StringArrayVar(&remove, "nodes-to-remove", nil, "Kubernetes nodes to remove first, comma-separated (repeatable)")
 	addCOEWaitFlag(cmd, &w)
 	return cmd

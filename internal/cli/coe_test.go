@@ -197,6 +197,8 @@ func TestCOEOpsOfTheOtherCommands(t *testing.T) {
 		op   string
 	}{
 		{[]string{"cluster", "update", "k1", "replace", "node_count=4"}, `{"OP_ID": "OP_COE_CLUSTER_MODIFY", "cluster": "k1", "changes": {"node_count": 4}}`},
+		{[]string{"cluster", "update", "k1", "node_count=4", "--rollback"}, `{"OP_ID": "OP_COE_CLUSTER_MODIFY", "cluster": "k1", "changes": {"node_count": 4}, "rollback": true}`},
+		{[]string{"cluster", "resize", "k1", "1", "--rollback"}, `{"OP_ID": "OP_COE_CLUSTER_RESIZE", "cluster": "k1", "node_count": 1, "nodes_to_remove": [], "rollback": true}`},
 		{[]string{"cluster", "upgrade", "k1", "small", "--max-batch-size", "2"}, `{"OP_ID": "OP_COE_CLUSTER_UPGRADE", "cluster": "k1", "cluster_template": "small", "max_batch_size": 2}`},
 		{[]string{"nodegroup", "create", "k1", "big", "--node-count", "2", "--min-nodes", "1", "--max-nodes", "5", "--flavor", "large", "--labels", "x=y", "--uuid", "g-uuid"},
 			`{"OP_ID": "OP_COE_NODEGROUP_CREATE", "cluster": "k1", "name": "big", "uuid": "g-uuid", "role": "worker", "node_count": 2,

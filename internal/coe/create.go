@@ -54,6 +54,11 @@ func (u *clusterCreateUnit) Prereq(ctx context.Context, op *opcodes.Op) error {
 	if op.Int("master_count") < 1 {
 		return ecode.Errorf(ecode.Inval, "master_count must be 1 or more.")
 	}
+	if op.Int("master_count")%2 == 0 {
+		// etcd, one member per master, needs a majority up: an even
+		// count adds a member without tolerating another failure.
+		return ecode.Errorf(ecode.Inval, "master_count must be an odd number (1, 3, 5, ...) for etcd's quorum, not %d.", op.Int("master_count"))
+	}
 	if _, err := u.d.Drivers.Get(t.Driver); err != nil {
 		return err
 	}

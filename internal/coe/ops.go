@@ -82,13 +82,7 @@ func (u *upgradeUnit) Prereq(ctx context.Context, op *opcodes.Op) error {
 		if name := op.Str("nodegroup"); name != "" && g.Name != name && g.UUID != name {
 			continue
 		}
-		ug := driver.UpgradeGroup{Name: g.Name}
-		for nodes := slices.Clone(g.Nodes); len(nodes) > 0; {
-			n := min(batch, len(nodes))
-			ug.Batches = append(ug.Batches, nodes[:n])
-			nodes = nodes[n:]
-		}
-		u.Plan.Groups = append(u.Plan.Groups, ug)
+		u.Plan.Groups = append(u.Plan.Groups, driver.UpgradeGroup{Name: g.Name, Role: g.Role, Batches: upgradeBatches(g, batch)})
 		ids = append(ids, g.UUID)
 	}
 	if len(ids) == 0 {
@@ -107,6 +101,24 @@ func (u *upgradeUnit) Prereq(ctx context.Context, op *opcodes.Op) error {
 	u.Template = t.UUID
 	u.Life = lifecycle{Cluster: c.UUID, Action: "UPDATE", Groups: ids, Driver: c.Driver}
 	return nil
+}
+
+// upgradeBatches are a group's batches of at most batch nodes. Masters
+// that are no kube nodes (the group lists none) go by address, and never
+// so many at once that etcd loses its majority: one at a time of three,
+// two of five.
+func upgradeBatches(g *config.COENodeGroup, batch int) [][]string {
+	nodes, size := slices.Clone(g.Nodes), max(batch, 1)
+	if g.Role == config.COERoleMaster && len(g.Nodes) == 0 {
+		nodes, size = slices.Clone(g.NodeAddresses), max(1, min(size, (len(g.NodeAddresses)-1)/2))
+	}
+	var out [][]string
+	for len(nodes) > 0 {
+		n := min(size, len(nodes))
+		out = append(out, nodes[:n])
+		nodes = nodes[n:]
+	}
+	return out
 }
 
 func boolOrder(a, b bool) int {

@@ -2,6 +2,7 @@ package coe
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/corral/corral/internal/coe/driver"
@@ -27,6 +28,12 @@ type resizeUnit struct {
 	Remove []string             `json:"remove"`
 	Params driver.Params        `json:"params"`
 	Life   lifecycle            `json:"life"`
+	// Rollback is the op's rollback: a failed change gives the group its
+	// Old counts back. Failed is the failure being rolled back ("" while
+	// none is).
+	Rollback bool                 `json:"rollback,omitempty"`
+	Old      *config.COENodeGroup `json:"old,omitempty"`
+	Failed   string               `json:"failed,omitempty"`
 }
 
 func (u *resizeUnit) Locks(op *opcodes.Op) []locking.Request {
@@ -113,6 +120,13 @@ func (u *resizeUnit) Prereq(ctx context.Context, op *opcodes.Op) error {
 	if err != nil {
 		return err
 	}
+	u.Rollback = op.Bool("rollback") && parent == 0
+	if u.Rollback {
+		// The stored group, before the op's counts.
+		if u.Old, err = u.d.Cfg.COENodeGroup(c.UUID, g.UUID); err != nil {
+			return err
+		}
+	}
 	remove := op.Strings("nodes_to_remove")
 	for _, n := range remove {
 		if !slices.Contains(g.Nodes, n) {
@@ -144,6 +158,9 @@ func (u *resizeUnit) Prereq(ctx context.Context, op *opcodes.Op) error {
 }
 
 func (u *resizeUnit) plan() *plannedSteps {
+	if u.Rollback {
+		return u.planWithRollback()
+	}
 	p := &plannedSteps{}
 	p.add(u.Life.begin(u.d))
 	p.add(engine.Step{Name: "set the node count", Run: func(ctx context.Context, s *engine.StepCtx) error {
@@ -165,6 +182,13 @@ func (u *resizeUnit) plan() *plannedSteps {
 func (u *resizeUnit) Steps() []engine.Step { return u.plan().steps }
 
 func (u *resizeUnit) Revert(ctx context.Context, s *engine.StepCtx, failed error) {
+	if u.Failed != "" {
+		// The rollback itself failed.
+		l := u.Life
+		l.Action, l.GroupAction = rollbackAction, ""
+		l.fail(u.d, s, u.plan().cond(s.Step()), fmt.Errorf("%s; rolling back failed: %w", u.Failed, failed))
+		return
+	}
 	u.Life.fail(u.d, s, u.plan().cond(s.Step()), failed)
 }
 

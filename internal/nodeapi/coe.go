@@ -69,6 +69,24 @@ type COEControlPlaneStartArgs struct {
 	// server accepts them and the controller manager signs the kubelets'
 	// certificates with the CA, whose key Certs.CAKey then carries.
 	TLSBootstrap bool `json:"tls_bootstrap,omitempty"`
+	// Masters, of a cluster with several: this node's etcd member's name,
+	// every member (this one among them), and whether this node runs
+	// kwok. Empty for a cluster of one master.
+	Masters *COEMasters `json:"masters,omitempty"`
+}
+
+// COEMasters is one master's part in a cluster of several.
+type COEMasters struct {
+	Member  string          `json:"member"`
+	Members []COEEtcdMember `json:"members"`
+	Kwok    bool            `json:"kwok"`
+}
+
+// COEEtcdMember is one member of a cluster's etcd.
+type COEEtcdMember struct {
+	Name      string `json:"name"`
+	PeerURL   string `json:"peer_url"`
+	ClientURL string `json:"client_url"`
 }
 
 // COEControlPlaneStopArgs stops a cluster's components; Purge also

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -68,6 +69,8 @@ type coeRecord struct {
 	// CA is the SHA-256 of the CA certificate the components were last
 	// started with; "" until the first start.
 	CA string `json:"ca,omitempty"`
+	// Masters is this node's part in a cluster of several masters.
+	Masters *nodeapi.COEMasters `json:"masters,omitempty"`
 }
 
 var coeClusterRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -219,10 +222,17 @@ func (c *coePlanes) save(r *coeRecord) error {
 // adopt, stop or compare command lines).
 func (c *coePlanes) spec(r *coeRecord) controlplane.Spec {
 	addr, _ := netip.ParseAddr(r.BindAddress) // checked by reserve
-	return controlplane.Spec{ClusterUUID: r.Cluster, ClusterName: r.Name, Dir: filepath.Join(c.dir, "clusters", r.Cluster),
+	s := controlplane.Spec{ClusterUUID: r.Cluster, ClusterName: r.Name, Dir: filepath.Join(c.dir, "clusters", r.Cluster),
 		UID: r.UID, GID: r.UID, BindAddress: addr, APIServerPort: r.Ports.APIServer,
 		EtcdClientPort: r.Ports.EtcdClient, EtcdPeerPort: r.Ports.EtcdPeer,
 		NodeMonitorGracePeriod: time.Duration(r.GraceSecs) * time.Second, TLSBootstrap: r.TLSBootstrap, Tools: c.tools}
+	if m := r.Masters; m != nil {
+		s.EtcdMember, s.LeaderElect, s.NoKwok = m.Member, true, !m.Kwok
+		for _, x := range m.Members {
+			s.EtcdMembers = append(s.EtcdMembers, controlplane.EtcdMember{Name: x.Name, PeerURL: x.PeerURL, ClientURL: x.ClientURL})
+		}
+	}
+	return s
 }
 
 // heldPorts are the ports every record holds.
@@ -349,7 +359,7 @@ func (s *Server) coeStart(ctx context.Context, a nodeapi.COEControlPlaneStartArg
 	if a.TLSBootstrap && a.Certs.CAKey == "" {
 		return nil, ecode.Errorf(ecode.Inval, "COE cluster %s: kubelet TLS bootstrapping needs the CA key", a.Cluster)
 	}
-	if supervised && r.CA == ca && r.Name == a.Name && r.GraceSecs == a.NodeMonitorGraceSeconds && r.TLSBootstrap == a.TLSBootstrap {
+	if supervised && r.CA == ca && r.Name == a.Name && r.GraceSecs == a.NodeMonitorGraceSeconds && r.TLSBootstrap == a.TLSBootstrap && reflect.DeepEqual(r.Masters, a.Masters) {
 		return c.status(r)
 	}
 	if r.CA != "" {
@@ -370,7 +380,7 @@ func (s *Server) coeStart(ctx context.Context, a nodeapi.COEControlPlaneStartArg
 		}
 		r.UID = int(uid)
 	}
-	r.Name, r.GraceSecs, r.TLSBootstrap = a.Name, a.NodeMonitorGraceSeconds, a.TLSBootstrap
+	r.Name, r.GraceSecs, r.TLSBootstrap, r.Masters = a.Name, a.NodeMonitorGraceSeconds, a.TLSBootstrap, a.Masters
 	spec := c.spec(r)
 	spec.Certs = bundle
 	if a.TLSBootstrap {

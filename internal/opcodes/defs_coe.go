@@ -27,6 +27,8 @@ func coeDefs() []Def {
 	project := Param{Name: "project_id", Type: TString, Default: "", Doc: "the caller's project (set by the API front)"}
 	user := Param{Name: "user_id", Type: TString, Default: "", Doc: "the caller (set by the API front)"}
 	labels := Param{Name: "labels", Type: TAny, Default: nil, Doc: "labels (dict of strings)"}
+	rollback := Param{Name: "rollback", Type: TBool, Default: false,
+		Doc: "on failure, restore the previous node count (ROLLBACK_COMPLETE) instead of UPDATE_FAILED (Magnum's ?rollback=True)"}
 	maybeInt := func(name, doc string) Param { return Param{Name: name, Type: TMaybeInt, Default: nil, Doc: doc} }
 	maybeStr := func(name, doc string) Param { return Param{Name: name, Type: TMaybeString, Default: nil, Doc: doc} }
 	return []Def{
@@ -64,12 +66,14 @@ func coeDefs() []Def {
 		}},
 		{ID: "OP_COE_CLUSTER_MODIFY", KeyPrm: "cluster", Doc: "change a cluster (node_count resizes its default worker group)", Params: []Param{cluster,
 			{Name: "changes", Type: TDict, Required: true, Doc: "new values by field name"},
+			rollback,
 			project,
 		}},
 		{ID: "OP_COE_CLUSTER_RESIZE", KeyPrm: "cluster", Doc: "change a node group's node count, removing the named nodes first", Params: []Param{cluster,
 			{Name: "node_count", Type: TNonNegInt, Required: true, Doc: "new node count"},
 			maybeStr("nodegroup", "node group (default: the default worker group)"),
 			{Name: "nodes_to_remove", Type: TStringList, Default: []any{}, Doc: "nodes to remove first when shrinking"},
+			rollback,
 			project,
 		}},
 		{ID: "OP_COE_CLUSTER_UPGRADE", KeyPrm: "cluster", Doc: "roll a cluster's node groups to another template, max_batch_size nodes at a time", Params: []Param{cluster, template,

@@ -51,8 +51,9 @@ type Backend interface {
 	// or with the refusal (quota: 403, unknown template: 400 ...).
 	CreateCluster(ctx context.Context, who Caller, c ClusterCreate) error
 	// UpdateCluster starts the changes (node_count resizes the default
-	// worker group) and returns the cluster's uuid.
-	UpdateCluster(ctx context.Context, who Caller, ident string, changes map[string]any) (string, error)
+	// worker group) and returns the cluster's uuid. With rollback a
+	// failed change restores the old node count (ROLLBACK_COMPLETE).
+	UpdateCluster(ctx context.Context, who Caller, ident string, changes map[string]any, rollback bool) (string, error)
 	ResizeCluster(ctx context.Context, who Caller, ident string, r Resize) (string, error)
 	UpgradeCluster(ctx context.Context, who Caller, ident string, u Upgrade) (string, error)
 	DeleteCluster(ctx context.Context, who Caller, ident string) error

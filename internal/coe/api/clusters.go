@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/corral/corral/internal/config"
@@ -147,7 +148,14 @@ func (h *Handler) patchCluster(w http.ResponseWriter, r *http.Request, c *call) 
 	if err := checkNodeCount("node_count", n, c.v); err != nil {
 		return err
 	}
-	uuid, err := h.be.UpdateCluster(r.Context(), c.who, k.UUID, changes)
+	// Magnum's ?rollback=True (python-magnumclient's --rollback).
+	rollback := false
+	if v := r.URL.Query().Get("rollback"); v != "" {
+		if rollback, err = strconv.ParseBool(v); err != nil {
+			return badRequest("Invalid input for query parameter rollback. Value: %s. A boolean is required.", v)
+		}
+	}
+	uuid, err := h.be.UpdateCluster(r.Context(), c.who, k.UUID, changes, rollback)
 	if err != nil {
 		return err
 	}

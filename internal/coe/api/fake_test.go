@@ -327,10 +327,10 @@ func (b *fakeBackend) defaultWorkers(cluster string) *config.COENodeGroup {
 	return nil
 }
 
-func (b *fakeBackend) UpdateCluster(ctx context.Context, who Caller, ident string, changes map[string]any) (string, error) {
+func (b *fakeBackend) UpdateCluster(ctx context.Context, who Caller, ident string, changes map[string]any, rollback bool) (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.record("cluster-update", ident, changes)
+	b.record("cluster-update", ident, changes, rollback)
 	c, err := b.cluster(who, ident)
 	if err != nil {
 		return "", err

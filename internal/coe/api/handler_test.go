@@ -303,6 +303,15 @@ func TestClusters(t *testing.T) {
 	if r.body["uuid"] != uuid || a.be.defaultWorkers(uuid).NodeCount != 4 {
 		t.Fatalf("update: %s", r.raw)
 	}
+	if last := a.be.lastCall(); !strings.HasSuffix(last, `{"node_count":4},false]`) {
+		t.Fatalf("update without rollback: %s", last)
+	}
+	// Magnum's ?rollback=True, as python-magnumclient sends it (after a slash).
+	a.want(a.do("PATCH", "/v1/clusters/c1/?rollback=True", `[{"op": "replace", "path": "/node_count", "value": 5}]`), 202)
+	if last := a.be.lastCall(); !strings.HasSuffix(last, `{"node_count":5},true]`) {
+		t.Fatalf("update with rollback: %s", last)
+	}
+	a.wantError(a.do("PATCH", "/v1/clusters/c1?rollback=maybe", `[{"op": "replace", "path": "/node_count", "value": 6}]`), 400, "rollback")
 	a.wantError(a.do("PATCH", "/v1/clusters/c1", `[{"op": "replace", "path": "/name", "value": "x"}]`), 400, "Cannot update attribute name")
 	a.wantError(a.do("PATCH", "/v1/clusters/c1", `[{"op": "replace", "path": "/node_count", "value": -1}]`), 400, "greater or equal to")
 

@@ -174,8 +174,8 @@ func (b *luxiBackend) clusterOp(ctx context.Context, who Caller, ident string, o
 	return c.UUID, b.submit(ctx, op)
 }
 
-func (b *luxiBackend) UpdateCluster(ctx context.Context, who Caller, ident string, changes map[string]any) (string, error) {
-	return b.clusterOp(ctx, who, ident, map[string]any{"OP_ID": "OP_COE_CLUSTER_MODIFY", "changes": changes})
+func (b *luxiBackend) UpdateCluster(ctx context.Context, who Caller, ident string, changes map[string]any, rollback bool) (string, error) {
+	return b.clusterOp(ctx, who, ident, map[string]any{"OP_ID": "OP_COE_CLUSTER_MODIFY", "changes": changes, "rollback": rollback})
 }
 
 func (b *luxiBackend) ResizeCluster(ctx context.Context, who Caller, ident string, r Resize) (string, error) {

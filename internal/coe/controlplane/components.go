@@ -70,8 +70,11 @@ func New(spec Spec) (*ControlPlane, error) {
 		Component{Name: APIServer, Path: s.Tools.Path(k8sbin.APIServer), Args: cp.apiServerArgs(), Env: env, After: cp.etcdAddr()},
 		Component{Name: ControllerManager, Path: s.Tools.Path(k8sbin.ControllerManager), Args: cp.controllerManagerArgs(), Env: env, After: apiAddr},
 		Component{Name: Scheduler, Path: s.Tools.Path(k8sbin.Scheduler), Args: cp.schedulerArgs(), Env: env, After: apiAddr},
-		Component{Name: Kwok, Path: s.Tools.Path(k8sbin.Kwok), Args: []string{"--kubeconfig=" + cp.KubeconfigPath(Kwok), "--config=" + cp.KwokConfigPath()}, Env: env, After: apiAddr},
 	)
+	if !s.NoKwok {
+		cp.components = append(cp.components, Component{Name: Kwok, Path: s.Tools.Path(k8sbin.Kwok),
+			Args: []string{"--kubeconfig=" + cp.KubeconfigPath(Kwok), "--config=" + cp.KwokConfigPath()}, Env: env, After: apiAddr})
+	}
 	return cp, nil
 }
 
@@ -126,14 +129,18 @@ func (cp *ControlPlane) etcdArgs() []string {
 	s := cp.spec
 	client := "https://" + s.hostPort(s.EtcdClientPort)
 	peer := "https://" + s.hostPort(s.EtcdPeerPort)
+	initial := EtcdInitialCluster([]EtcdMember{{Name: s.EtcdMember, PeerURL: peer}})
+	if len(s.EtcdMembers) > 0 {
+		initial = EtcdInitialCluster(s.EtcdMembers)
+	}
 	return []string{
-		"--name=" + Etcd,
+		"--name=" + s.EtcdMember,
 		"--data-dir=" + cp.etcdDataDir(),
 		"--listen-client-urls=" + client,
 		"--advertise-client-urls=" + client,
 		"--listen-peer-urls=" + peer,
 		"--initial-advertise-peer-urls=" + peer,
-		"--initial-cluster=" + Etcd + "=" + peer,
+		"--initial-cluster=" + initial,
 		"--initial-cluster-state=new",
 		"--initial-cluster-token=coe-" + s.ClusterUUID,
 		"--cert-file=" + cp.PKIPath("etcd-server.crt"),
@@ -152,6 +159,16 @@ func (cp *ControlPlane) etcdArgs() []string {
 func (cp *ControlPlane) apiServerArgs() []string {
 	s := cp.spec
 	etcdServers, prefix := "https://"+s.hostPort(s.EtcdClientPort), "/registry"
+	if len(s.EtcdMembers) > 0 {
+		// This node's member first: the others when it is down.
+		urls := []string{etcdServers}
+		for _, m := range s.EtcdMembers {
+			if m.Name != s.EtcdMember {
+				urls = append(urls, m.ClientURL)
+			}
+		}
+		etcdServers = strings.Join(urls, ",")
+	}
 	if s.SharedEtcd != nil {
 		etcdServers, prefix = strings.Join(s.SharedEtcd.Endpoints, ","), s.SharedEtcd.Prefix
 	}
@@ -197,7 +214,8 @@ func (cp *ControlPlane) apiServerArgs() []string {
 }
 
 // clientArgs are the flags the controller manager and the scheduler share:
-// no serving port (nothing scrapes them), no leader election (one replica).
+// no serving port (nothing scrapes them), leader election only when
+// several masters run replicas.
 func (cp *ControlPlane) clientArgs(component string) []string {
 	kc := cp.KubeconfigPath(component)
 	return []string{
@@ -206,7 +224,7 @@ func (cp *ControlPlane) clientArgs(component string) []string {
 		"--authorization-kubeconfig=" + kc,
 		"--bind-address=" + cp.spec.BindAddress.String(),
 		"--secure-port=0",
-		"--leader-elect=false",
+		"--leader-elect=" + strconv.FormatBool(cp.spec.LeaderElect),
 		"--profiling=false",
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/corral/corral/internal/coe/certs"
@@ -76,7 +77,71 @@ type Spec struct {
 	// controller manager when TLSBootstrap is set; WriteFiles needs it
 	// then, a Supervisor adopting running processes does not.
 	ClusterSigningKey secret.Secret
-	Tools             k8sbin.Tools
+	// EtcdMembers, when the cluster runs several masters, are all the
+	// members of its etcd (this node's among them, named EtcdMember):
+	// etcd's initial cluster and the API server's --etcd-servers. Empty:
+	// one member, this node's.
+	EtcdMembers []EtcdMember
+	EtcdMember  string
+	// LeaderElect has the controller manager and the scheduler elect a
+	// leader among the masters' replicas.
+	LeaderElect bool
+	// NoKwok leaves kwok out: of several masters, one runs it.
+	NoKwok bool
+	Tools  k8sbin.Tools
+}
+
+// EtcdMember is one member of a cluster's etcd.
+type EtcdMember struct {
+	Name      string `json:"name"`
+	PeerURL   string `json:"peer_url"`
+	ClientURL string `json:"client_url"`
+}
+
+// EtcdInitialCluster is etcd's --initial-cluster of the members:
+// name=peer URL, comma separated, in the given order.
+func EtcdInitialCluster(members []EtcdMember) string {
+	parts := make([]string, 0, len(members))
+	for _, m := range members {
+		parts = append(parts, m.Name+"="+m.PeerURL)
+	}
+	return strings.Join(parts, ",")
+}
+
+var memberRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// checkEtcdMembers refuses members without a plain name or an https URL,
+// and a list that does not name this node's member.
+func (s Spec) checkEtcdMembers() error {
+	if len(s.EtcdMembers) == 0 {
+		return nil
+	}
+	if s.SharedEtcd != nil {
+		return ecode.Errorf(ecode.Inval, "controlplane: cluster %s has etcd members and a shared etcd", s.ClusterUUID)
+	}
+	seen := map[string]bool{}
+	self := false
+	for _, m := range s.EtcdMembers {
+		if !memberRE.MatchString(m.Name) || seen[m.Name] {
+			return ecode.Errorf(ecode.Inval, "controlplane: etcd member name %q of %s is not a plain, unique name", m.Name, s.ClusterUUID)
+		}
+		seen[m.Name] = true
+		for _, raw := range []string{m.PeerURL, m.ClientURL} {
+			if u, err := url.Parse(raw); err != nil || u.Scheme != "https" || u.Host == "" {
+				return ecode.Errorf(ecode.Inval, "controlplane: etcd member %s of %s: %q is not an https URL", m.Name, s.ClusterUUID, raw)
+			}
+		}
+		if m.Name == s.EtcdMember {
+			self = true
+			if m.PeerURL != "https://"+s.hostPort(s.EtcdPeerPort) || m.ClientURL != "https://"+s.hostPort(s.EtcdClientPort) {
+				return ecode.Errorf(ecode.Inval, "controlplane: etcd member %s of %s is not at this node's ports", m.Name, s.ClusterUUID)
+			}
+		}
+	}
+	if !self {
+		return ecode.Errorf(ecode.Inval, "controlplane: the etcd members of %s do not name this node's member %q", s.ClusterUUID, s.EtcdMember)
+	}
+	return nil
 }
 
 // SharedEtcd is an etcd shared by several clusters' API servers.
@@ -144,6 +209,12 @@ func (s Spec) withDefaults() (Spec, error) {
 			return bad("%s and %s ports of %s are both %d", what, other, s.ClusterUUID, p)
 		}
 		seen[p] = what
+	}
+	if s.EtcdMember == "" {
+		s.EtcdMember = Etcd
+	}
+	if err := s.checkEtcdMembers(); err != nil {
+		return Spec{}, err
 	}
 	if s.Tools.Dir() == "" {
 		return bad("no Kubernetes tools for %s (k8sbin.Locate)", s.ClusterUUID)

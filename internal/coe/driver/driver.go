@@ -145,7 +145,10 @@ type UpgradePlan struct {
 
 // UpgradeGroup is one group's batches.
 type UpgradeGroup struct {
-	Name    string     `json:"name"`
+	Name string `json:"name"`
+	// Role is the group's; a master group's batches are its masters'
+	// addresses (NodeAddresses), not kube nodes.
+	Role    string     `json:"role,omitempty"`
 	Batches [][]string `json:"batches"`
 }
 

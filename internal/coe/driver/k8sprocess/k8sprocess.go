@@ -18,7 +18,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"net"
 	"slices"
 	"sort"
@@ -50,8 +49,12 @@ type Keys interface {
 	Open(cluster, name string, b []byte) (secret.Secret, error)
 }
 
-// caSlot is the sealing slot of a cluster's CA key.
-const caSlot = "ca"
+// caSlot is the sealing slot of a cluster's CA key; saSlot of its
+// service account key.
+const (
+	caSlot = "ca"
+	saSlot = "service-account"
+)
 
 // The keys of a cluster's placement (config.COECluster.Placement).
 const (
@@ -63,6 +66,10 @@ const (
 	placeEtcdPeer  = "etcd_peer_port"
 	placeStartedAt = "started_at" // unix seconds: when the wait for the API began
 	placeSeqPrefix = "seq/"       // + group name: the last node number given
+	// The service account key every master runs with: its public half
+	// and its private half sealed (Keys, saSlot).
+	placeSAPublic = "service_account_public"
+	placeSASealed = "service_account_sealed"
 )
 
 // Labels the driver reads.
@@ -156,7 +163,38 @@ func (d *Driver) newCA(c *driver.Cluster) error {
 		next.Meta, next.Generation = c.CA.Meta, c.CA.Generation+1
 	}
 	c.CA = next
+	return d.newServiceAccountKey(c)
+}
+
+// newServiceAccountKey makes the cluster's next service account key, its
+// private half sealed for the store.
+func (d *Driver) newServiceAccountKey(c *driver.Cluster) error {
+	sa, err := certs.NewServiceAccountKey()
+	if err != nil {
+		return err
+	}
+	sealed, err := d.keys.Seal(c.UUID, saSlot, sa.PrivatePEM)
+	if err != nil {
+		return err
+	}
+	setPlace(c, placeSAPublic, string(sa.PublicPEM))
+	setPlace(c, placeSASealed, string(sealed))
 	return nil
+}
+
+// serviceAccountKey is the cluster's service account key; false for a
+// cluster made before its key was kept.
+func (d *Driver) serviceAccountKey(c *driver.Cluster) (certs.ServiceAccountKey, bool, error) {
+	pub, _ := c.Placement[placeSAPublic].(string)
+	sealed, _ := c.Placement[placeSASealed].(string)
+	if pub == "" || sealed == "" {
+		return certs.ServiceAccountKey{}, false, nil
+	}
+	priv, err := d.keys.Open(c.UUID, saSlot, []byte(sealed))
+	if err != nil {
+		return certs.ServiceAccountKey{}, false, err
+	}
+	return certs.ServiceAccountKey{PublicPEM: []byte(pub), PrivatePEM: priv}, true, nil
 }
 
 // LoadCA is a cluster's CA with its key, opened with keys.
@@ -184,7 +222,7 @@ func candidates(e driver.Env) []*config.Node {
 	return out
 }
 
-// placedNode is the node a cluster was placed on.
+// placedNode is the node a cluster was placed on (its first master).
 func placedNode(e driver.Env, c *driver.Cluster) (*config.Node, error) {
 	uuid, _ := c.Placement[placeNode].(string)
 	for _, n := range e.Nodes() {
@@ -198,78 +236,61 @@ func placedNode(e driver.Env, c *driver.Cluster) (*config.Node, error) {
 	return nil, ecode.Errorf(ecode.Environ, "node %v of cluster %s's control plane is offline or gone", c.Placement[placeNodeName], c.UUID)
 }
 
-// place chooses the control plane's node (once: a placed cluster stays)
-// and has it reserve the ports, which the node keeps for the cluster.
-func (d *Driver) place(ctx context.Context, e driver.Env, c *driver.Cluster) error {
-	if g := c.MasterGroup(); g != nil && g.NodeCount != 1 {
-		return ecode.Errorf(ecode.Inval, "the %s driver runs one control plane per cluster: master_count must be 1, not %d", Name, g.NodeCount)
-	}
-	var node *config.Node
-	if _, placed := c.Placement[placeNode]; placed {
-		n, err := placedNode(e, c)
-		if err != nil {
-			return err
-		}
-		node = n
-	} else {
-		cs := candidates(e)
-		if len(cs) == 0 {
-			return ecode.Errorf(ecode.NoRes, "no node can run the control plane of cluster %s: none is online, undrained and vm_capable", c.Name)
-		}
-		h := fnv.New32a()
-		h.Write([]byte(c.UUID))
-		node = cs[int(h.Sum32()%uint32(len(cs)))]
-	}
-	var ports nodeapi.COEControlPlanePorts
-	if err := e.RPC(ctx, node, nodeapi.COEControlPlaneReserve, nodeapi.COEControlPlaneReserveArgs{
-		Cluster: c.UUID, Name: c.Name, BindAddress: node.PrimaryIP}, &ports); err != nil {
-		return fmt.Errorf("reserving the control plane's ports on %s: %w", node.Name, err)
-	}
-	setPlace(c, placeNode, node.UUID)
-	setPlace(c, placeNodeName, node.Name)
-	setPlace(c, placeBind, node.PrimaryIP)
-	setPlace(c, placeAPIPort, ports.APIServer)
-	setPlace(c, placeEtcd, ports.EtcdClient)
-	setPlace(c, placeEtcdPeer, ports.EtcdPeer)
-	c.APIAddress = "https://" + net.JoinHostPort(node.PrimaryIP, strconv.Itoa(ports.APIServer))
-	c.MasterAddresses = []string{node.PrimaryIP}
-	if g := c.MasterGroup(); g != nil {
-		g.NodeAddresses = []string{node.PrimaryIP}
-	}
-	e.Logf(ctx, "control plane of %s on %s, API server at %s", c.Name, node.Name, c.APIAddress)
-	return nil
-}
-
 // start issues the components' certificates with the cluster's CA and has
 // the node start them (a node running them with this CA leaves them be; a
 // new CA restarts them).
 func (d *Driver) start(ctx context.Context, e driver.Env, c *driver.Cluster) error {
-	node, err := placedNode(e, c)
+	ms, err := mastersOf(c)
 	if err != nil {
 		return err
+	}
+	if len(ms) == 0 {
+		return ecode.ExecErrorf("cluster %s has no control plane node yet", c.UUID)
+	}
+	nodes := make([]*config.Node, 0, len(ms))
+	var ips []net.IP
+	for _, m := range ms {
+		node, err := masterNode(e, c, m)
+		if err != nil {
+			return err
+		}
+		nodes = append(nodes, node)
+		ips = append(ips, net.ParseIP(node.PrimaryIP))
 	}
 	ca, err := LoadCA(d.keys, c.CA)
 	if err != nil {
 		return err
 	}
-	ip := net.ParseIP(node.PrimaryIP)
-	b, err := certs.IssueBundle(ca, certs.BundleSpec{ClusterName: c.Name, APIAddresses: []net.IP{ip}, EtcdAddresses: []net.IP{ip}})
+	b, err := certs.IssueBundle(ca, certs.BundleSpec{ClusterName: c.Name, APIAddresses: ips, EtcdAddresses: ips})
 	if err != nil {
 		return err
+	}
+	// Every master signs and checks service account tokens with the
+	// cluster's one key, the same at every start.
+	sa, ok, err := d.serviceAccountKey(c)
+	if err != nil {
+		return err
+	}
+	if ok {
+		b.ServiceAccount = sa
+	} else if len(ms) > 1 {
+		return ecode.Errorf(ecode.State, "cluster %s has no service account key in its placement", c.Name)
 	}
 	grace, _ := strconv.Atoi(c.Labels[LabelNodeMonitorGrace])
 	if t := c.Template; t != nil && grace == 0 {
 		grace, _ = strconv.Atoi(t.Labels[LabelNodeMonitorGrace])
 	}
-	args := nodeapi.COEControlPlaneStartArgs{
-		Cluster: c.UUID, Name: c.Name, BindAddress: node.PrimaryIP, NodeMonitorGraceSeconds: max(grace, 0),
-		Certs: controlplane.WireBundle(b)}
+	wire := controlplane.WireBundle(b)
 	if d.TLSBootstrap {
-		args.TLSBootstrap, args.Certs.CAKey = true, ca.KeyPEM().Reveal()
+		wire.CAKey = ca.KeyPEM().Reveal()
 	}
-	var st nodeapi.COEControlPlaneStatusReply
-	if err := e.RPC(ctx, node, nodeapi.COEControlPlaneStart, args, &st); err != nil {
-		return fmt.Errorf("starting the control plane on %s: %w", node.Name, err)
+	for i, node := range nodes {
+		var st nodeapi.COEControlPlaneStatusReply
+		if err := e.RPC(ctx, node, nodeapi.COEControlPlaneStart, nodeapi.COEControlPlaneStartArgs{
+			Cluster: c.UUID, Name: c.Name, BindAddress: node.PrimaryIP, NodeMonitorGraceSeconds: max(grace, 0),
+			Certs: wire, Masters: mastersArgs(ms, i), TLSBootstrap: d.TLSBootstrap}, &st); err != nil {
+			return fmt.Errorf("starting the control plane on %s: %w", node.Name, err)
+		}
 	}
 	c.COEVersion = kubeVersion(c)
 	return nil
@@ -297,6 +318,13 @@ func (d *Driver) waitAPI(ctx context.Context, e driver.Env, c *driver.Cluster) e
 	if err == nil {
 		return nil
 	}
+	return d.parkOrFail(ctx, e, c, err)
+}
+
+// parkOrFail parks a wait for the API server until the next poll; past
+// the cluster's create_timeout (from the start of the wait) it fails
+// with why.
+func (d *Driver) parkOrFail(ctx context.Context, e driver.Env, c *driver.Cluster, err error) error {
 	timeout := time.Duration(c.CreateTimeout) * time.Minute
 	if timeout <= 0 {
 		timeout = time.Hour
@@ -387,8 +415,14 @@ func (d *Driver) DeleteCluster(p driver.Params) []driver.Step {
 					errs = append(errs, fmt.Errorf("removing the control plane from %s: %w", n.Name, err))
 				}
 			}
-			if _, placed := c.Placement[placeNode]; placed {
-				if _, err := placedNode(e, c); err != nil {
+			// A master whose node is offline kept what it ran: the
+			// delete fails until that node is back (or removed).
+			ms, err := mastersOf(c)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			for _, m := range ms {
+				if _, err := masterNode(e, c, m); err != nil {
 					errs = append(errs, err)
 				}
 			}

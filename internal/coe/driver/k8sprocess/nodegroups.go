@@ -133,6 +133,10 @@ func (d *Driver) UpgradeCluster(p, to driver.Params, plan driver.UpgradePlan) []
 	for _, pg := range plan.Groups {
 		for i, batch := range pg.Batches {
 			group, batch := pg.Name, batch
+			if pg.Role == config.COERoleMaster {
+				steps = append(steps, d.rollMasters(to, group, i+1, batch)...)
+				continue
+			}
 			steps = append(steps, driver.Step{Name: fmt.Sprintf("replace %s's nodes, batch %d", group, i+1),
 				Condition: "Upgraded/" + group + "/" + strconv.Itoa(i+1),
 				Run: func(ctx context.Context, e driver.Env, c *driver.Cluster) error {
