@@ -1,0 +1,138 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// sparseDisk makes a sparse file of size bytes with the boot sector sec.
+func sparseDisk(t *testing.T, size int64, sec []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "disk")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	if sec != nil {
+		if _, err := f.WriteAt(sec, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
+// bootSector is an MBR with the given entries (nil: unused slot).
+func bootSector(ents ...*mbrEntry) []byte {
+	sec := make([]byte, sectorSize)
+	copy(sec, "boot code")
+	for i, e := range ents {
+		if e == nil {
+			continue
+		}
+		b := sec[mbrTableOffset+i*mbrEntrySize:]
+		b[0], b[4] = e.Boot, e.Type
+		binary.LittleEndian.PutUint32(b[8:], e.Start)
+		binary.LittleEndian.PutUint32(b[12:], e.Sectors)
+	}
+	sec[510], sec[511] = 0x55, 0xaa
+	return sec
+}
+
+func TestConfigDrivePartitionAtTheEndOfTheDisk(t *testing.T) {
+	const gib = int64(1 << 30)
+	root := &mbrEntry{Boot: 0x80, Type: 0x83, Start: 2048, Sectors: 4 << 20 / 512 * 100} // 400 MiB
+	sec := bootSector(root)
+	disk := sparseDisk(t, gib+12345, sec)
+	iso := bytes.Repeat([]byte("ISO9660 "), 40000)
+	part, err := writeConfigDrivePartition(disk, iso)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if part != 2 {
+		t.Fatalf("partition %d, want 2", part)
+	}
+	f, err := os.Open(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, ents, err := readMBR(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got[:mbrTableOffset+mbrEntrySize], sec[:mbrTableOffset+mbrEntrySize]) || got[510] != 0x55 || got[511] != 0xaa {
+		t.Fatal("the boot code or the image's partition changed")
+	}
+	// The disk ends 12345 bytes after 1 GiB: the partition is the last
+	// 64 MiB before the last whole MiB.
+	want := mbrEntry{Type: 0x83, Start: uint32((gib - 64<<20) / 512), Sectors: 64 << 20 / 512}
+	if ents[1] != want || ents[2].used() || ents[3].used() {
+		t.Fatalf("entries %+v, want %+v in slot 2", ents, want)
+	}
+	back := make([]byte, len(iso))
+	if _, err := f.ReadAt(back, int64(want.Start)*512); err != nil || !bytes.Equal(back, iso) {
+		t.Fatalf("the partition does not hold the ISO: %v", err)
+	}
+}
+
+func TestConfigDrivePartitionSmallDisk(t *testing.T) {
+	// 10 MiB free after a partition ending at 20 MiB + 1 sector: the
+	// partition starts at 21 MiB and takes the rest.
+	sec := bootSector(nil, &mbrEntry{Type: 0x83, Start: 2048, Sectors: 20<<20/512 - 2048 + 1})
+	disk := sparseDisk(t, 30<<20, sec)
+	part, err := writeConfigDrivePartition(disk, []byte("small iso"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.Open(disk)
+	defer f.Close()
+	_, ents, _ := readMBR(f)
+	want := mbrEntry{Type: 0x83, Start: 21 << 20 / 512, Sectors: 9 << 20 / 512}
+	if part != 3 || ents[2] != want {
+		t.Fatalf("partition %d entries %+v", part, ents)
+	}
+}
+
+func TestConfigDrivePartitionRefusals(t *testing.T) {
+	full := &mbrEntry{Type: 0x83, Start: 2048, Sectors: 1000}
+	for name, c := range map[string]struct {
+		sec  []byte
+		size int64
+		want error
+	}{
+		"no table":  {make([]byte, 512), 8 << 20, errNoPartitionTable},
+		"gpt":       {bootSector(&mbrEntry{Type: 0xee, Start: 1, Sectors: 1<<14 - 1}), 8 << 20, errGPT},
+		"no slot":   {bootSector(full, full, full, full), 8 << 20, errNoFreeSlot},
+		"full disk": {bootSector(&mbrEntry{Type: 0x83, Start: 2048, Sectors: 8<<20/512 - 2048}), 8 << 20, errNoRoom},
+	} {
+		disk := sparseDisk(t, c.size, c.sec)
+		before, _ := os.ReadFile(disk)
+		_, err := writeConfigDrivePartition(disk, []byte("iso"))
+		if !errors.Is(err, c.want) {
+			t.Fatalf("%s: %v, want %v", name, err, c.want)
+		}
+		if after, _ := os.ReadFile(disk); !bytes.Equal(before, after) {
+			t.Fatalf("%s: the disk changed", name)
+		}
+	}
+}
+
+func TestConfigDrivePlaceTooBig(t *testing.T) {
+	ents := [4]mbrEntry{{Type: 0x83, Start: 2048, Sectors: 2048}}
+	if _, _, _, err := configDrivePlace(ents, 1<<22, 64<<20+1); !errors.Is(err, errNoRoom) {
+		t.Fatalf("a config drive over 64 MiB: %v", err)
+	}
+	// A free slot before the used one is taken when none follows it.
+	ents = [4]mbrEntry{{}, {}, {}, {Type: 0x83, Start: 2048, Sectors: 2048}}
+	if slot, _, _, err := configDrivePlace(ents, 1<<22, 100); err != nil || slot != 0 {
+		t.Fatalf("slot %d %v", slot, err)
+	}
+}
