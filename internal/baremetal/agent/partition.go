@@ -95,10 +95,12 @@ func configDrivePlace(ents [4]mbrEntry, diskSectors int64, need int) (slot int, 
 	return slot, start, sectors, nil
 }
 
-// writeConfigDrivePartition writes the config drive ISO to a new primary
-// partition (type 0x83) at the end of the disk and adds it to the MBR the
-// image brought, as Ironic's agent does. A disk without a partition table
-// or with a GPT one is refused. It returns the partition's number.
+// writeConfigDrivePartition writes the config drive ISO to a new
+// partition at the end of the disk and adds it to the partition table the
+// image brought, as Ironic's agent does: a primary partition of type 0x83
+// in an MBR, a Linux data partition named config-2 in a GPT
+// (writeConfigDriveGPT). A disk without a partition table is refused. It
+// returns the partition's number.
 func writeConfigDrivePartition(disk string, iso []byte) (int, error) {
 	f, err := os.OpenFile(disk, os.O_RDWR, 0)
 	if err != nil {
@@ -114,7 +116,11 @@ func writeConfigDrivePartition(disk string, iso []byte) (int, error) {
 	case errors.Is(err, errNoPartitionTable):
 		return 0, fmt.Errorf("config drive: %w (a whole-disk image); only images with an MBR partition table can get a config drive partition", err)
 	case errors.Is(err, errGPT):
-		return 0, fmt.Errorf("config drive: %w; this agent adds the config drive partition to MBR partition tables only", err)
+		part, err := writeConfigDriveGPT(f, size, sec, iso)
+		if err != nil {
+			return 0, fmt.Errorf("config drive on %s: %w", disk, err)
+		}
+		return part, f.Close()
 	case err != nil:
 		return 0, fmt.Errorf("config drive: %s: %w", disk, err)
 	}

@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/corral/corral/internal/bmc/bmctest"
 )
 
 // sparseDisk makes a sparse file of size bytes with the boot sector sec.
@@ -109,7 +114,7 @@ func TestConfigDrivePartitionRefusals(t *testing.T) {
 		want error
 	}{
 		"no table":  {make([]byte, 512), 8 << 20, errNoPartitionTable},
-		"gpt":       {bootSector(&mbrEntry{Type: 0xee, Start: 1, Sectors: 1<<14 - 1}), 8 << 20, errGPT},
+		"no gpt":    {bootSector(&mbrEntry{Type: 0xee, Start: 1, Sectors: 1<<14 - 1}), 8 << 20, errBadGPT},
 		"no slot":   {bootSector(full, full, full, full), 8 << 20, errNoFreeSlot},
 		"full disk": {bootSector(&mbrEntry{Type: 0x83, Start: 2048, Sectors: 8<<20/512 - 2048}), 8 << 20, errNoRoom},
 	} {
@@ -134,5 +139,91 @@ func TestConfigDrivePlaceTooBig(t *testing.T) {
 	ents = [4]mbrEntry{{}, {}, {}, {Type: 0x83, Start: 2048, Sectors: 2048}}
 	if slot, _, _, err := configDrivePlace(ents, 1<<22, 100); err != nil || slot != 0 {
 		t.Fatalf("slot %d %v", slot, err)
+	}
+}
+
+// gptImage makes a GPT image of size bytes with sgdisk: one partition
+// as sgdisk's -n says (from 1 MiB for 2 MiB when empty), its first 2 MiB
+// filled with a pattern.
+func gptImage(t *testing.T, size int64, part string) []byte {
+	t.Helper()
+	bmctest.NeedTools(t, "sgdisk")
+	p := sparseDisk(t, size, nil)
+	if part == "" {
+		part = "1:2048:+2M"
+	}
+	if out, err := exec.Command("sgdisk", "-o", "-n", part, "-t", "1:8300", p).CombinedOutput(); err != nil {
+		t.Fatalf("sgdisk: %v\n%s", err, out)
+	}
+	img, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(img[1<<20:3<<20], bytes.Repeat([]byte("rootfs! "), 1<<18))
+	return img
+}
+
+// TestConfigDrivePartitionGPT writes an 8 MiB GPT image to a 200 MiB disk
+// and adds the config drive: sgdisk then finds both GPTs valid at the
+// disk's ends, the image's partition unchanged and a second one named
+// config-2 over the last 64 MiB, holding the ISO.
+func TestConfigDrivePartitionGPT(t *testing.T) {
+	img := gptImage(t, 8<<20, "")
+	disk := sparseDisk(t, 200<<20, img)
+	iso := bytes.Repeat([]byte("ISO9660 "), 50000)
+	part, err := writeConfigDrivePartition(disk, iso)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if part != 2 {
+		t.Fatalf("partition %d", part)
+	}
+	out, err := exec.Command("sgdisk", "-v", disk).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "No problems found") {
+		t.Fatalf("sgdisk -v: %v\n%s", err, out)
+	}
+	out, err = exec.Command("sgdisk", "-i", "2", disk).CombinedOutput()
+	lastUsable := int64(200<<20/512 - 34) // the backup entries take 33 sectors
+	start := (lastUsable + 1 - 64<<20/512) / 2048 * 2048
+	last := start + 64<<20/512 - 1
+	for _, want := range []string{"0FC63DAF-8483-4772-8E79-3D69D8477DE4", fmt.Sprintf("First sector: %d ", start),
+		fmt.Sprintf("Last sector: %d ", last), "Partition name: 'config-2'"} {
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Fatalf("sgdisk -i 2: %v: no %q in\n%s", err, want, out)
+		}
+	}
+	if out, err := exec.Command("sgdisk", "-i", "1", disk).CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), "First sector: 2048 ") || !strings.Contains(string(out), "Last sector: 6143 ") {
+		t.Fatalf("sgdisk -i 1: %v\n%s", err, out)
+	}
+	got, _ := os.ReadFile(disk)
+	if !bytes.Equal(got[1<<20:3<<20], img[1<<20:3<<20]) {
+		t.Fatal("the image's partition changed")
+	}
+	if !bytes.Equal(got[start*512:start*512+int64(len(iso))], iso) {
+		t.Fatal("the partition does not hold the ISO")
+	}
+	if bytes.Contains(got[8<<20-512:8<<20], []byte("EFI PART")) {
+		t.Fatal("the image's old backup header is still there")
+	}
+}
+
+// TestConfigDrivePartitionGPTRefusals: a damaged GPT and a full one are
+// refused with the disk unchanged.
+func TestConfigDrivePartitionGPTRefusals(t *testing.T) {
+	img := gptImage(t, 8<<20, "")
+	img[512+20] ^= 1 // the reserved field after the CRC, covered by it
+	disk := sparseDisk(t, 100<<20, img)
+	if _, err := writeConfigDrivePartition(disk, []byte("iso")); !errors.Is(err, errBadGPT) {
+		t.Fatalf("damaged header: %v", err)
+	}
+	img = gptImage(t, 8<<20, "1:2048:0") // the partition fills the disk
+	disk = sparseDisk(t, 8<<20, img)
+	before, _ := os.ReadFile(disk)
+	if _, err := writeConfigDrivePartition(disk, []byte("iso")); !errors.Is(err, errNoRoom) {
+		t.Fatalf("full disk: %v", err)
+	}
+	if after, _ := os.ReadFile(disk); !bytes.Equal(before, after) {
+		t.Fatal("a refusal changed the disk")
 	}
 }
