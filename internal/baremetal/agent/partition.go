@@ -124,6 +124,22 @@ func writeConfigDrivePartition(disk string, iso []byte) (int, error) {
 	case err != nil:
 		return 0, fmt.Errorf("config drive: %s: %w", disk, err)
 	}
+	var parts []extent
+	for i, e := range ents {
+		if e.used() {
+			parts = append(parts, extent{num: i + 1, start: int64(e.Start), sectors: int64(e.Sectors)})
+		}
+	}
+	if p, err := existingConfigDrive(f, parts); err != nil || p != nil {
+		if err != nil {
+			return 0, fmt.Errorf("config drive on %s: %w", disk, err)
+		}
+		part, err := writeExistingConfigDrive(f, p, iso)
+		if err != nil {
+			return 0, fmt.Errorf("config drive on %s: %w", disk, err)
+		}
+		return part, f.Close()
+	}
 	slot, start, sectors, err := configDrivePlace(ents, size/sectorSize, len(iso))
 	if err != nil {
 		return 0, fmt.Errorf("config drive on %s: %w", disk, err)

@@ -103,6 +103,7 @@ func writeConfigDriveGPT(f *os.File, size int64, mbr [sectorSize]byte, iso []byt
 	backupEntries := diskLast - h.entrySec
 	lastUsable := backupEntries - 1
 	slot, lastEnd := -1, int64(h.firstUsable)
+	var parts []extent
 	for i := 0; i < int(h.numEntries); i++ {
 		e := entries[i*int(h.entrySize):]
 		if bytes.Equal(e[:16], make([]byte, 16)) {
@@ -111,7 +112,18 @@ func writeConfigDriveGPT(f *os.File, size int64, mbr [sectorSize]byte, iso []byt
 			}
 			continue
 		}
-		lastEnd = max(lastEnd, int64(binary.LittleEndian.Uint64(e[40:]))+1)
+		first, last := int64(binary.LittleEndian.Uint64(e[32:])), int64(binary.LittleEndian.Uint64(e[40:]))
+		if last < first {
+			return 0, fmt.Errorf("%w: partition %d ends before it starts", errBadGPT, i+1)
+		}
+		parts = append(parts, extent{num: i + 1, start: first, sectors: last - first + 1})
+		lastEnd = max(lastEnd, last+1)
+	}
+	if p, err := existingConfigDrive(f, parts); err != nil || p != nil {
+		if err != nil {
+			return 0, err
+		}
+		return writeExistingConfigDrive(f, p, iso)
 	}
 	if slot < 0 {
 		return 0, fmt.Errorf("%w: all %d GPT entries are used", errNoFreeSlot, h.numEntries)

@@ -227,3 +227,59 @@ func TestConfigDrivePartitionGPTRefusals(t *testing.T) {
 		t.Fatal("a refusal changed the disk")
 	}
 }
+
+// TestConfigDriveReusesTheImagesConfig2 writes the ISO over the image's
+// own config-2 partition (an ISO 9660 or FAT label), as Ironic's agent
+// does, leaving the table alone; two such partitions are refused.
+func TestConfigDriveReusesTheImagesConfig2(t *testing.T) {
+	const part2 = 8192 // sectors: 4 MiB
+	iso := make([]byte, 17*2048)
+	copy(iso[16*2048:], "\x01CD001\x01")
+	copy(iso[16*2048+40:], "config-2                        ")
+	copy(iso[:8], "NEW ISO!")
+	fat := make([]byte, 512)
+	copy(fat[71:], "config-2   ")
+	copy(fat[82:], "FAT32   ")
+	fat[510], fat[511] = 0x55, 0xaa
+	for name, label := range map[string][]byte{"iso": iso, "fat": fat} {
+		sec := bootSector(&mbrEntry{Type: 0x83, Start: 2048, Sectors: 2048}, &mbrEntry{Type: 0x0c, Start: part2, Sectors: 4096})
+		disk := sparseDisk(t, 64<<20, sec)
+		f, _ := os.OpenFile(disk, os.O_RDWR, 0)
+		f.WriteAt(label, part2*512)
+		f.Close()
+		got, err := writeConfigDrivePartition(disk, iso)
+		if err != nil || got != 2 {
+			t.Fatalf("%s: partition %d %v", name, got, err)
+		}
+		data, _ := os.ReadFile(disk)
+		if !bytes.Equal(data[:512], sec) || !bytes.Equal(data[part2*512:part2*512+len(iso)], iso) {
+			t.Fatalf("%s: the table changed or the ISO is not in partition 2", name)
+		}
+	}
+	sec := bootSector(&mbrEntry{Type: 0x83, Start: 2048, Sectors: 2048}, &mbrEntry{Type: 0x83, Start: part2, Sectors: 4096})
+	disk := sparseDisk(t, 64<<20, sec)
+	f, _ := os.OpenFile(disk, os.O_RDWR, 0)
+	f.WriteAt(iso, 2048*512)
+	f.WriteAt(iso, part2*512)
+	f.Close()
+	if _, err := writeConfigDrivePartition(disk, iso); !errors.Is(err, errManyConfigDrives) {
+		t.Fatalf("two config-2 partitions: %v", err)
+	}
+}
+
+func TestConfigDriveReusesTheImagesConfig2OnGPT(t *testing.T) {
+	img := gptImage(t, 8<<20, "")
+	iso := make([]byte, 17*2048)
+	copy(iso[16*2048:], "\x01CD001\x01")
+	copy(iso[16*2048+40:], "config-2")
+	copy(img[1<<20:], iso)
+	disk := sparseDisk(t, 100<<20, img)
+	copy(iso[:8], "NEW ISO!")
+	if got, err := writeConfigDrivePartition(disk, iso); err != nil || got != 1 {
+		t.Fatalf("partition %d %v", got, err)
+	}
+	data, _ := os.ReadFile(disk)
+	if !bytes.Equal(data[:1<<20], img[:1<<20]) || !bytes.Equal(data[1<<20:1<<20+len(iso)], iso) {
+		t.Fatal("the GPT changed or the ISO is not in partition 1")
+	}
+}
