@@ -87,37 +87,16 @@ func writeConfigDriveGPT(f *os.File, size int64, mbr [sectorSize]byte, iso []byt
 			return 0, fmt.Errorf("%w: a hybrid MBR (GPT with MBR partitions) is not supported", errBadGPT)
 		}
 	}
-	h, err := readGPTHeader(f, gptHeaderLBA)
+	h, entries, err := readGPT(f)
 	if err != nil {
 		return 0, err
-	}
-	entries := make([]byte, h.entrySec*sectorSize)
-	if _, err := f.ReadAt(entries, int64(h.entriesLBA)*sectorSize); err != nil {
-		return 0, fmt.Errorf("reading the GPT entries: %w", err)
-	}
-	entries = entries[:h.entriesBytes]
-	if crc32.ChecksumIEEE(entries) != h.entriesCRC {
-		return 0, fmt.Errorf("%w: partition entries CRC mismatch", errBadGPT)
 	}
 	diskLast := size/sectorSize - 1
 	backupEntries := diskLast - h.entrySec
 	lastUsable := backupEntries - 1
-	slot, lastEnd := -1, int64(h.firstUsable)
-	var parts []extent
-	for i := 0; i < int(h.numEntries); i++ {
-		e := entries[i*int(h.entrySize):]
-		if bytes.Equal(e[:16], make([]byte, 16)) {
-			if slot < 0 {
-				slot = i
-			}
-			continue
-		}
-		first, last := int64(binary.LittleEndian.Uint64(e[32:])), int64(binary.LittleEndian.Uint64(e[40:]))
-		if last < first {
-			return 0, fmt.Errorf("%w: partition %d ends before it starts", errBadGPT, i+1)
-		}
-		parts = append(parts, extent{num: i + 1, start: first, sectors: last - first + 1})
-		lastEnd = max(lastEnd, last+1)
+	slot, lastEnd, parts, err := scanGPT(h, entries)
+	if err != nil {
+		return 0, err
 	}
 	if p, err := existingConfigDrive(f, parts); err != nil || p != nil {
 		if err != nil {
@@ -138,10 +117,112 @@ func writeConfigDriveGPT(f *os.File, size int64, mbr [sectorSize]byte, iso []byt
 		return 0, fmt.Errorf("%w: %d bytes free after sector %d, the config drive has %d", errNoRoom, max(sectors, 0)*sectorSize, lastEnd, len(iso))
 	}
 
-	e := entries[slot*int(h.entrySize) : (slot+1)*int(h.entrySize)]
+	if err := setConfigDriveEntry(entries[slot*int(h.entrySize):(slot+1)*int(h.entrySize)], start, sectors); err != nil {
+		return 0, err
+	}
+	if _, err := f.WriteAt(iso, start*sectorSize); err != nil {
+		return 0, fmt.Errorf("writing the config drive: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return 0, fmt.Errorf("flushing the config drive: %w", err)
+	}
+	mbrSize := uint32(min(diskLast, int64(^uint32(0)))) // the protective MBR covers the disk, up to 2 TiB
+	binary.LittleEndian.PutUint32(mbr[mbrTableOffset+protective*mbrEntrySize+12:], mbrSize)
+	if err := writeGPT(f, h, entries, mbr, diskLast, lastUsable, start); err != nil {
+		return 0, err
+	}
+	return slot + 1, nil
+}
+
+// writeGPT writes the backup GPT at the disk's end (entries before its
+// last sector), then the primary GPT and the protective MBR, then wipes
+// the image's old backup header when it lies before the config drive's
+// start, flushing after the backup and at the end.
+func writeGPT(f *os.File, h *gptHeader, entries []byte, mbr [sectorSize]byte, diskLast, lastUsable, start int64) error {
+	backupEntries := lastUsable + 1
+	entriesCRC := crc32.ChecksumIEEE(entries)
+	oldAlt := int64(h.altLBA)
+	primary := gptHeaderWith(h, gptHeaderLBA, uint64(diskLast), uint64(lastUsable), h.entriesLBA, entriesCRC)
+	backup := gptHeaderWith(h, uint64(diskLast), gptHeaderLBA, uint64(lastUsable), uint64(backupEntries), entriesCRC)
+	// The backup first: a crash then leaves the old primary, still valid
+	// for the image's partitions, with its old backup.
+	if _, err := f.WriteAt(entries, backupEntries*sectorSize); err != nil {
+		return fmt.Errorf("writing the backup GPT entries: %w", err)
+	}
+	if _, err := f.WriteAt(backup[:], diskLast*sectorSize); err != nil {
+		return fmt.Errorf("writing the backup GPT header: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("flushing the backup GPT: %w", err)
+	}
+	if _, err := f.WriteAt(entries, int64(h.entriesLBA)*sectorSize); err != nil {
+		return fmt.Errorf("writing the GPT entries: %w", err)
+	}
+	if _, err := f.WriteAt(primary[:], gptHeaderLBA*sectorSize); err != nil {
+		return fmt.Errorf("writing the GPT header: %w", err)
+	}
+	if _, err := f.WriteAt(mbr[:], 0); err != nil {
+		return fmt.Errorf("writing the protective MBR: %w", err)
+	}
+	// The image's old backup header, now inside the disk, is wiped so no
+	// tool mistakes it for the disk's.
+	if oldAlt != diskLast && oldAlt < start {
+		if _, err := f.WriteAt(make([]byte, sectorSize), oldAlt*sectorSize); err != nil {
+			return fmt.Errorf("wiping the image's old backup GPT header: %w", err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("flushing the GPT: %w", err)
+	}
+	return nil
+}
+
+// readGPT reads the primary GPT header and its entries, checking both
+// CRCs.
+func readGPT(f *os.File) (*gptHeader, []byte, error) {
+	h, err := readGPTHeader(f, gptHeaderLBA)
+	if err != nil {
+		return nil, nil, err
+	}
+	entries := make([]byte, h.entrySec*sectorSize)
+	if _, err := f.ReadAt(entries, int64(h.entriesLBA)*sectorSize); err != nil {
+		return nil, nil, fmt.Errorf("reading the GPT entries: %w", err)
+	}
+	entries = entries[:h.entriesBytes]
+	if crc32.ChecksumIEEE(entries) != h.entriesCRC {
+		return nil, nil, fmt.Errorf("%w: partition entries CRC mismatch", errBadGPT)
+	}
+	return h, entries, nil
+}
+
+// scanGPT returns the first free entry (-1: none), the sector after the
+// last partition and the partitions.
+func scanGPT(h *gptHeader, entries []byte) (slot int, lastEnd int64, parts []extent, err error) {
+	slot, lastEnd = -1, int64(h.firstUsable)
+	for i := 0; i < int(h.numEntries); i++ {
+		e := entries[i*int(h.entrySize):]
+		if bytes.Equal(e[:16], make([]byte, 16)) {
+			if slot < 0 {
+				slot = i
+			}
+			continue
+		}
+		first, last := int64(binary.LittleEndian.Uint64(e[32:])), int64(binary.LittleEndian.Uint64(e[40:]))
+		if last < first {
+			return 0, 0, nil, fmt.Errorf("%w: partition %d ends before it starts", errBadGPT, i+1)
+		}
+		parts = append(parts, extent{num: i + 1, start: first, sectors: last - first + 1})
+		lastEnd = max(lastEnd, last+1)
+	}
+	return slot, lastEnd, parts, nil
+}
+
+// setConfigDriveEntry fills the GPT entry e: Linux data, a random
+// version 4 GUID, the sectors, no attributes, the name config-2.
+func setConfigDriveEntry(e []byte, start, sectors int64) error {
 	copy(e[:16], gptLinuxData[:])
 	if _, err := rand.Read(e[16:32]); err != nil {
-		return 0, fmt.Errorf("partition GUID: %w", err)
+		return fmt.Errorf("partition GUID: %w", err)
 	}
 	e[16+7] = e[16+7]&0x0f | 0x40 // version 4, in the GUID's mixed-endian layout
 	e[16+8] = e[16+8]&0x3f | 0x80
@@ -153,51 +234,7 @@ func writeConfigDriveGPT(f *os.File, size int64, mbr [sectorSize]byte, iso []byt
 	for i, u := range utf16.Encode([]rune(configDriveLabel)) {
 		binary.LittleEndian.PutUint16(name[2*i:], u)
 	}
-	entriesCRC := crc32.ChecksumIEEE(entries)
-
-	oldAlt := int64(h.altLBA)
-	primary := gptHeaderWith(h, gptHeaderLBA, uint64(diskLast), uint64(lastUsable), h.entriesLBA, entriesCRC)
-	backup := gptHeaderWith(h, uint64(diskLast), gptHeaderLBA, uint64(lastUsable), uint64(backupEntries), entriesCRC)
-
-	if _, err := f.WriteAt(iso, start*sectorSize); err != nil {
-		return 0, fmt.Errorf("writing the config drive: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		return 0, fmt.Errorf("flushing the config drive: %w", err)
-	}
-	// The backup first: a crash then leaves the old primary, still valid
-	// for the image's partitions, with its old backup.
-	if _, err := f.WriteAt(entries, backupEntries*sectorSize); err != nil {
-		return 0, fmt.Errorf("writing the backup GPT entries: %w", err)
-	}
-	if _, err := f.WriteAt(backup[:], diskLast*sectorSize); err != nil {
-		return 0, fmt.Errorf("writing the backup GPT header: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		return 0, fmt.Errorf("flushing the backup GPT: %w", err)
-	}
-	if _, err := f.WriteAt(entries, int64(h.entriesLBA)*sectorSize); err != nil {
-		return 0, fmt.Errorf("writing the GPT entries: %w", err)
-	}
-	if _, err := f.WriteAt(primary[:], gptHeaderLBA*sectorSize); err != nil {
-		return 0, fmt.Errorf("writing the GPT header: %w", err)
-	}
-	// The protective MBR covers the whole disk (up to 2 TiB).
-	binary.LittleEndian.PutUint32(mbr[mbrTableOffset+protective*mbrEntrySize+12:], uint32(min(diskLast, int64(^uint32(0)))))
-	if _, err := f.WriteAt(mbr[:], 0); err != nil {
-		return 0, fmt.Errorf("writing the protective MBR: %w", err)
-	}
-	// The image's old backup header, now inside the disk, is wiped so no
-	// tool mistakes it for the disk's.
-	if oldAlt != diskLast && oldAlt < start {
-		if _, err := f.WriteAt(make([]byte, sectorSize), oldAlt*sectorSize); err != nil {
-			return 0, fmt.Errorf("wiping the image's old backup GPT header: %w", err)
-		}
-	}
-	if err := f.Sync(); err != nil {
-		return 0, fmt.Errorf("flushing the GPT: %w", err)
-	}
-	return slot + 1, nil
+	return nil
 }
 
 // gptHeaderWith is h's header sector at myLBA with the given alternate
