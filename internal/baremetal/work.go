@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corral/corral/internal/baremetal/configdrive"
 	"github.com/corral/corral/internal/baremetal/states"
 	"github.com/corral/corral/internal/confdb"
 	"github.com/corral/corral/internal/config"
@@ -271,7 +272,7 @@ func (u *provisionUnit) agentCommand(ph phase) subStep {
 		if rec == nil {
 			return ecode.ExecErrorf("node %s: the agent's record is gone", m.UUID)
 		}
-		cmd, params, err := u.commandOf(ph.Work, m, s)
+		cmd, params, err := u.commandOf(ctx, ph.Work, m, s)
 		if err != nil {
 			return err
 		}
@@ -303,7 +304,7 @@ func (u *provisionUnit) agentCommand(ph phase) subStep {
 }
 
 // commandOf is the agent command of a kind of work and its parameters.
-func (u *provisionUnit) commandOf(work string, m *config.Machine, s *engine.StepCtx) (string, map[string]any, error) {
+func (u *provisionUnit) commandOf(ctx context.Context, work string, m *config.Machine, s *engine.StepCtx) (string, map[string]any, error) {
 	switch work {
 	case workRescue:
 		hash, _ := m.InstanceInfo[keyRescueHash].(string)
@@ -314,7 +315,20 @@ func (u *provisionUnit) commandOf(work string, m *config.Machine, s *engine.Step
 		return "rescue.finalize_rescue", p, nil
 	case workDeploy:
 		info, err := imageInfo(m)
-		return "standby.prepare_image", map[string]any{"image_info": info}, err
+		if err != nil {
+			return "", nil, err
+		}
+		p := map[string]any{"image_info": info}
+		if cd := m.InstanceInfo[keyConfigDrive]; cd != nil {
+			// As Ironic: the ISO, gzip-compressed and base64-encoded, in
+			// the command's configdrive. Commands are logged by name only.
+			enc, err := configdrive.Builder{}.Encode(ctx, cd, configdrive.Machine{UUID: m.UUID, Name: m.Name})
+			if err != nil {
+				return "", nil, err
+			}
+			p["configdrive"] = enc
+		}
+		return "standby.prepare_image", p, nil
 	}
 	return "deploy.erase_devices_metadata", map[string]any{}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,12 +44,13 @@ const (
 // and corral-bmc on a tap in the node's namespace. The machine is enrolled
 // (ipmi, ipxe, bridged, direct, agent rescue), managed, provided, deployed
 // (the agent booted over iPXE writes an image it downloads through the
-// node's forward), rescued (booted on the rescue network; the rescue user
+// node's forward, then the config drive to a partition at the disk's end),
+// rescued (booted on the rescue network; the rescue user
 // logs in on the serial console with the password; the port ends on the
 // tenant bridge) and unrescued (booting from its disk).
 func TestBaremetalIPMIPXEDeployRescue(t *testing.T) {
 	requireRoot(t)
-	bmctest.NeedTools(t, "ip", "dnsmasq", "qemu-system-x86_64", "ipmi_sim", "ipmitool")
+	bmctest.NeedTools(t, "ip", "dnsmasq", "qemu-system-x86_64", "ipmi_sim", "ipmitool", "xorriso")
 	if _, err := os.Stat("/usr/lib/ipxe/qemu/efi-virtio.rom"); err != nil {
 		bmctest.Require(t, "qemu's iPXE ROM (ipxe-qemu) is not installed: %v", err)
 	}
@@ -70,6 +73,11 @@ func TestBaremetalIPMIPXEDeployRescue(t *testing.T) {
 	image := make([]byte, 1<<20)
 	rand.Read(image)
 	copy(image, "CORRAL-E2E-IMAGE")
+	// An MBR with one partition (64 KiB to the image's end), where the
+	// deploy adds its config drive partition.
+	copy(image[446:], []byte{0x80, 0xfe, 0xff, 0xff, 0x83, 0xfe, 0xff, 0xff, 128, 0, 0, 0, 0x80, 0x07, 0, 0})
+	clear(image[462:510])
+	image[510], image[511] = 0x55, 0xaa
 	sum := sha256.Sum256(image)
 	imgLn, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(imgHostPort))
 	if err != nil {
@@ -175,15 +183,22 @@ func TestBaremetalIPMIPXEDeployRescue(t *testing.T) {
 	t.Logf("enrolled, managed and provided: %s", time.Since(start).Round(100*time.Millisecond))
 
 	deploy := time.Now()
-	api.provision(t, uuid, map[string]any{"target": "active"}, "active", 3*time.Minute, dump)
+	const userData = "#cloud-config\nhostname: e2e-pxe\n"
+	api.provision(t, uuid, map[string]any{"target": "active",
+		"configdrive": map[string]any{"meta_data": map[string]any{"hostname": "e2e-pxe"}, "user_data": userData}},
+		"active", 3*time.Minute, dump)
 	t.Logf("deploy to active: %s", time.Since(deploy).Round(100*time.Millisecond))
 	got, err := os.ReadFile(disk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got[:len(image)], image) {
+	// The image is there but for its second partition entry, the config
+	// drive's: the last 63 MiB of the 64 MiB disk, after the image's
+	// partition, holding an ISO labelled config-2 with the user data.
+	if !bytes.Equal(got[:462], image[:462]) || !bytes.Equal(got[478:len(image)], image[478:]) {
 		t.Fatalf("the disk does not hold the image after the deploy (starts %q)", got[:16])
 	}
+	checkConfigDrivePartition(t, got, 2, 2048, 129024, userData)
 	waitGuestBoots(t, m, 1, 90*time.Second, dump)
 	if net := portBridge(t, netns); net != "bm-tenant" {
 		t.Fatalf("after the deploy the machine's port is on %q, want bm-tenant", net)
@@ -357,6 +372,34 @@ func rescueLogin(t *testing.T, m *bmc.Machine, password string) {
 	}
 	defer conn.Close()
 	loginAsRescue(t, bmctest.NewSerialConsole(conn, conn), 0, password)
+}
+
+// checkConfigDrivePartition checks that the MBR of disk has partition
+// number part of type 0x83 at start for sectors, holding an ISO 9660
+// volume labelled config-2 whose openstack/latest/user_data is userData.
+func checkConfigDrivePartition(t *testing.T, disk []byte, part int, start, sectors uint32, userData string) {
+	t.Helper()
+	e := disk[446+16*(part-1) : 446+16*part]
+	gotStart, gotSectors := binary.LittleEndian.Uint32(e[8:]), binary.LittleEndian.Uint32(e[12:])
+	if e[4] != 0x83 || gotStart != start || gotSectors != sectors {
+		t.Fatalf("partition %d: type %#x start %d sectors %d, want 0x83 %d %d", part, e[4], gotStart, gotSectors, start, sectors)
+	}
+	dir := t.TempDir()
+	iso := filepath.Join(dir, "configdrive.iso")
+	if err := os.WriteFile(iso, disk[int64(start)*512:int64(start+sectors)*512], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("xorriso", "-indev", iso, "-pvd_info").CombinedOutput()
+	if err != nil || !regexp.MustCompile(`(?m)^Volume Id\s*:\s*config-2\s*$`).Match(out) {
+		t.Fatalf("partition %d is not an ISO labelled config-2: %v\n%s", part, err, out)
+	}
+	dst := filepath.Join(dir, "user_data")
+	if out, err := exec.Command("xorriso", "-osirrox", "on", "-indev", iso, "-extract", "/openstack/latest/user_data", dst).CombinedOutput(); err != nil {
+		t.Fatalf("extracting the user data: %v\n%s", err, out)
+	}
+	if got, _ := os.ReadFile(dst); string(got) != userData {
+		t.Fatalf("the config drive's user_data is %q, want %q", got, userData)
+	}
 }
 
 // consoleRescueLogin logs in as the rescue user through `corral baremetal

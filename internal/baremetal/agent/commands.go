@@ -36,7 +36,7 @@ func (s *Server) lookupCommand(req agentapi.CommandRequest) (runFunc, bool, map[
 		if err := json.Unmarshal(req.Params, &p); err != nil {
 			return nil, false, nil, fmt.Errorf("prepare_image parameters: %w", err)
 		}
-		shown := map[string]any{"image_id": p.ImageInfo.ID, "disk_format": p.ImageInfo.DiskFormat}
+		shown := map[string]any{"image_id": p.ImageInfo.ID, "disk_format": p.ImageInfo.DiskFormat, "configdrive": p.ConfigDrive != ""}
 		return func(ctx context.Context, c *command) (any, func(), error) {
 			res, err := s.m.prepareImage(ctx, s.images, p, c.prog)
 			if res != nil {

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 
 	"github.com/corral/corral/internal/baremetal/agentapi"
+	"github.com/corral/corral/internal/baremetal/configdrive"
 )
 
 // imageChecksum returns the hash to verify an image with and the expected
@@ -119,8 +120,23 @@ func (m *Machine) prepareImage(ctx context.Context, hc *http.Client, p agentapi.
 		}
 		return nil, fmt.Errorf("image %s: checksum mismatch: got %x, want %x", info.ID, got, want)
 	}
+	summary := fmt.Sprintf("prepare_image: image (%s) written to device %s", info.ID, disk)
+	if p.ConfigDrive != "" {
+		iso, err := configdrive.Decode(p.ConfigDrive)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: the config drive: %w", info.ID, err)
+		}
+		if len(iso) > configdrive.MaxSize {
+			return nil, fmt.Errorf("image %s: the config drive has %d bytes, more than %d", info.ID, len(iso), configdrive.MaxSize)
+		}
+		part, err := writeConfigDrivePartition(disk, iso)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", info.ID, err)
+		}
+		summary += fmt.Sprintf(", config drive written to partition %d", part)
+	}
 	return &agentapi.PrepareImageResult{
-		Result:       fmt.Sprintf("prepare_image: image (%s) written to device %s", info.ID, disk),
+		Result:       summary,
 		Device:       disk,
 		BytesWritten: written,
 	}, nil

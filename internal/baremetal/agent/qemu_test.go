@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/corral/corral/internal/baremetal/agentapi"
+	"github.com/corral/corral/internal/baremetal/configdrive"
 	"github.com/corral/corral/internal/bmc/bmctest"
 )
 
@@ -42,7 +44,8 @@ func agentRamdisk(t *testing.T) (kernel, initrd string) {
 // over SSH (a hostfwd to port 22, host key checked against the fingerprint
 // on the console) with the key and with the password, then on the serial
 // console with the password (a wrong one gives no shell), powers the
-// machine off, and the disk file holds the image.
+// machine off, and the disk file holds the image and, in a partition the
+// agent added, the config drive.
 func TestAgentRamdiskInQemu(t *testing.T) {
 	if testing.Short() && os.Getenv("CORRAL_REQUIRE_BAREMETAL") != "1" {
 		t.Skip("boots a machine; skipped in -short mode")
@@ -53,7 +56,17 @@ func TestAgentRamdiskInQemu(t *testing.T) {
 	image := make([]byte, 3<<20+777)
 	rand.Read(image)
 	copy(image, "CORRAL-IMAGE-HEAD")
+	// An MBR whose partition 1 runs from 1 MiB to 4 MiB; the config
+	// drive goes after it, in the disk's second half.
+	copy(image[mbrTableOffset:512], bootSector(&mbrEntry{Type: 0x83, Start: 2048, Sectors: 6144})[mbrTableOffset:])
 	sum := sha256.Sum256(image)
+	bmctest.NeedISOTools(t)
+	const userData = "#cloud-config\nhostname: qemu-machine\n"
+	configDrive, err := configdrive.Builder{}.Encode(context.Background(), map[string]any{"user_data": userData},
+		configdrive.Machine{UUID: "6c0b3ad4-9a7e-4e57-9d7a-3f1c2b0e9a11"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	tok := make([]byte, 16)
 	rand.Read(tok)
 	ironic := &bmctest.AgentAPI{UUID: "6c0b3ad4-9a7e-4e57-9d7a-3f1c2b0e9a11", Token: hex.EncodeToString(tok),
@@ -107,7 +120,7 @@ func TestAgentRamdiskInQemu(t *testing.T) {
 	}
 	res, err = cl.RunCommand(ctx, agentapi.CmdPrepareImage, agentapi.PrepareImageParams{ImageInfo: agentapi.ImageInfo{
 		ID: "img1", URLs: []string{"http://10.0.2.100:6385" + bmctest.AgentImagePath}, DiskFormat: "raw",
-		OSHashAlgo: "sha256", OSHashValue: hex.EncodeToString(sum[:])}}, false)
+		OSHashAlgo: "sha256", OSHashValue: hex.EncodeToString(sum[:])}, ConfigDrive: configDrive}, false)
 	if err != nil {
 		t.Fatalf("prepare_image: %v", err)
 	}
@@ -187,11 +200,24 @@ func TestAgentRamdiskInQemu(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got[:len(image)], image) {
-		t.Fatalf("the disk does not start with the image")
+	if !bytes.Equal(got[:462], image[:462]) || !bytes.Equal(got[478:len(image)], image[478:]) {
+		t.Fatalf("the disk does not start with the image (apart from partition 2's entry)")
 	}
 	if tail := got[len(got)-metadataWipe:]; !bytes.Equal(tail, make([]byte, metadataWipe)) {
 		t.Fatalf("erase_devices_metadata left the disk's last MiB")
+	}
+	// The agent added partition 2 over the disk's second half through
+	// the machine's virtio disk, holding the config drive.
+	ents := [4]mbrEntry{}
+	for i := range ents {
+		b := got[mbrTableOffset+i*mbrEntrySize:]
+		ents[i] = mbrEntry{Type: b[4], Start: binary.LittleEndian.Uint32(b[8:]), Sectors: binary.LittleEndian.Uint32(b[12:])}
+	}
+	if ents[1] != (mbrEntry{Type: 0x83, Start: 8192, Sectors: 8192}) || ents[2].used() || ents[3].used() {
+		t.Fatalf("partitions after the deploy: %+v", ents)
+	}
+	if label, ud := isoFileOf(t, got[4<<20:], "/openstack/latest/user_data"); label != configdrive.Label || ud != userData {
+		t.Fatalf("partition 2: label %q user_data %q", label, ud)
 	}
 	t.Logf("lookups %d, heartbeats %d", ironic.Lookups(), len(ironic.Heartbeats()))
 }

@@ -139,8 +139,13 @@ type FinalizeRescueParams struct {
 }
 
 // PrepareImageParams are the parameters of standby.prepare_image.
+// ConfigDrive, when set, is an ISO 9660 image labelled config-2,
+// gzip-compressed and base64-encoded, as Ironic sends it: the agent
+// writes it to a new partition at the end of the disk after the image.
+// It may hold secrets (user data with tokens): never logged or shown.
 type PrepareImageParams struct {
-	ImageInfo ImageInfo `json:"image_info"`
+	ImageInfo   ImageInfo `json:"image_info"`
+	ConfigDrive string    `json:"configdrive,omitempty"`
 }
 
 // ImageInfo describes the image to write to the machine's root disk.
