@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/corral/corral/internal/confdb"
@@ -115,6 +116,32 @@ type Cluster struct {
 	Groups   []*config.COENodeGroup
 	// CA is the cluster's CA; a step that makes or rotates it sets it.
 	CA *config.COECertificate
+}
+
+// SetPlace records a value of the cluster's placement.
+func (c *Cluster) SetPlace(key string, v any) {
+	if c.Placement == nil {
+		c.Placement = map[string]any{}
+	}
+	c.Placement[key] = v
+}
+
+// PlaceInt reads a number of the placement, whether it came from this
+// process (int, int64) or from the store (float64, or a decimal string);
+// 0 when there is none.
+func (c *Cluster) PlaceInt(key string) int64 {
+	switch v := c.Placement[key].(type) {
+	case int:
+		return int64(v)
+	case int64:
+		return v
+	case float64:
+		return int64(v)
+	case string:
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return n
+	}
+	return 0
 }
 
 // Group is the cluster's node group of that name, nil if none.

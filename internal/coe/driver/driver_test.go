@@ -3,6 +3,8 @@ package driver
 import (
 	"strings"
 	"testing"
+
+	"github.com/corral/corral/internal/config"
 )
 
 type provider struct {
@@ -34,5 +36,24 @@ func TestChooseTakesAnExactOSBeforeAnyOS(t *testing.T) {
 	}
 	if _, err := r.Choose("vm", "debian", "kubernetes"); err == nil || !strings.Contains(err.Error(), "(vm, debian, kubernetes) not supported") {
 		t.Errorf("vm debian: %v", err)
+	}
+}
+
+// TestPlaceInt reads the placement's numbers in every form they arrive in:
+// set by this process, or decoded from the store.
+func TestPlaceInt(t *testing.T) {
+	c := &Cluster{COECluster: &config.COECluster{}}
+	if got := c.PlaceInt("none"); got != 0 {
+		t.Fatalf("unset: %d", got)
+	}
+	c.SetPlace("int", 7)
+	c.SetPlace("int64", int64(1<<40))
+	c.SetPlace("float", float64(42))
+	c.SetPlace("string", "1700000000")
+	c.SetPlace("junk", "x")
+	for k, want := range map[string]int64{"int": 7, "int64": 1 << 40, "float": 42, "string": 1700000000, "junk": 0} {
+		if got := c.PlaceInt(k); got != want {
+			t.Errorf("PlaceInt(%s) = %d, want %d", k, got, want)
+		}
 	}
 }

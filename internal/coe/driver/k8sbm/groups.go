@@ -156,7 +156,7 @@ func (d *Driver) releaseAll(ctx context.Context, e driver.Env, c *driver.Cluster
 			return err
 		}
 	}
-	setPlace(c, placeReleaseWait, d.now().Unix())
+	c.SetPlace(placeReleaseWait, d.now().Unix())
 	return nil
 }
 
@@ -211,13 +211,13 @@ func (d *Driver) release(ctx context.Context, e driver.Env, c *driver.Cluster, g
 				return err
 			}
 		}
-		setPlace(c, placeRelease+m.UUID, g.UUID)
+		c.SetPlace(placeRelease+m.UUID, g.UUID)
 		e.Logf(ctx, "undeploying machine %s of node group %s", m.Name, g.Name)
 	}
 	if clErr != nil {
 		e.Logf(ctx, "the API server of %s is not reachable (%v): its nodes of the released machines are left", c.Name, clErr)
 	}
-	setPlace(c, placeReleaseWait+g.UUID, d.now().Unix())
+	c.SetPlace(placeReleaseWait+g.UUID, d.now().Unix())
 	return nil
 }
 
@@ -304,7 +304,7 @@ func (d *Driver) claimAndDeploy(ctx context.Context, e driver.Env, c *driver.Clu
 		}
 	}
 	g.Version = c.COEVersion
-	setPlace(c, placeWait+g.Name, d.now().Unix())
+	c.SetPlace(placeWait+g.Name, d.now().Unix())
 	return nil
 }
 
@@ -344,7 +344,7 @@ func (d *Driver) deploy(ctx context.Context, e driver.Env, st driver.Store, cl *
 		"target": "active", "configdrive": cd}}); err != nil {
 		return err
 	}
-	setPlace(c, placeToken+uuid, id)
+	c.SetPlace(placeToken+uuid, id)
 	e.Logf(ctx, "deploying machine %s with a config drive to join cluster %s", name, c.Name)
 	return nil
 }

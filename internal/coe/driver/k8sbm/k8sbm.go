@@ -16,7 +16,6 @@ package k8sbm
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/corral/corral/internal/coe/driver"
@@ -168,28 +167,6 @@ const (
 	placeReleaseWait = "bm_release_wait/"
 )
 
-func setPlace(c *driver.Cluster, key string, v any) {
-	if c.Placement == nil {
-		c.Placement = map[string]any{}
-	}
-	c.Placement[key] = v
-}
-
-func placeInt(c *driver.Cluster, key string) int64 {
-	switch v := c.Placement[key].(type) {
-	case int64:
-		return v
-	case int:
-		return int64(v)
-	case float64:
-		return int64(v)
-	case string:
-		n, _ := strconv.ParseInt(v, 10, 64)
-		return n
-	}
-	return 0
-}
-
 func placeString(c *driver.Cluster, key string) string {
 	s, _ := c.Placement[key].(string)
 	return s
@@ -205,7 +182,7 @@ func (d *Driver) deadline(c *driver.Cluster, key string) (time.Time, time.Durati
 	if timeout <= 0 {
 		timeout = time.Hour
 	}
-	start := placeInt(c, key)
+	start := c.PlaceInt(key)
 	if start == 0 {
 		start = d.now().Unix()
 	}

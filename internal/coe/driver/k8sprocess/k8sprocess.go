@@ -136,8 +136,8 @@ func (d *Driver) CreateCluster(p driver.Params) []driver.Step {
 					return err
 				}
 			}
-			if placeInt(c, placeStartedAt) == 0 {
-				setPlace(c, placeStartedAt, d.now().Unix())
+			if c.PlaceInt(placeStartedAt) == 0 {
+				c.SetPlace(placeStartedAt, d.now().Unix())
 			}
 			return nil
 		}},
@@ -177,8 +177,8 @@ func (d *Driver) newServiceAccountKey(c *driver.Cluster) error {
 	if err != nil {
 		return err
 	}
-	setPlace(c, placeSAPublic, string(sa.PublicPEM))
-	setPlace(c, placeSASealed, string(sealed))
+	c.SetPlace(placeSAPublic, string(sa.PublicPEM))
+	c.SetPlace(placeSASealed, string(sealed))
 	return nil
 }
 
@@ -329,7 +329,7 @@ func (d *Driver) parkOrFail(ctx context.Context, e driver.Env, c *driver.Cluster
 	if timeout <= 0 {
 		timeout = time.Hour
 	}
-	deadline := time.Unix(int64(placeInt(c, placeStartedAt)), 0).Add(timeout)
+	deadline := time.Unix(c.PlaceInt(placeStartedAt), 0).Add(timeout)
 	if !d.now().Before(deadline) {
 		return ecode.ExecErrorf("the API server at %s was not ready within the create_timeout of %v: %w", c.APIAddress, timeout, err)
 	}
@@ -443,7 +443,7 @@ func (d *Driver) DeleteCluster(p driver.Params) []driver.Step {
 func (d *Driver) RotateCA(p driver.Params) []driver.Step {
 	return []driver.Step{
 		{Name: "make a new CA", Condition: "CertificatesReady", Run: func(ctx context.Context, e driver.Env, c *driver.Cluster) error {
-			setPlace(c, placeStartedAt, d.now().Unix())
+			c.SetPlace(placeStartedAt, d.now().Unix())
 			return d.newCA(c)
 		}},
 		{Name: "restart the control plane with the new CA", Condition: "ControlPlaneReady", Run: d.start},
@@ -505,26 +505,4 @@ func (m monitor) Check(ctx context.Context) (driver.Health, error) {
 		return 0
 	})
 	return h, nil
-}
-
-// setPlace records a placement value.
-func setPlace(c *driver.Cluster, key string, v any) {
-	if c.Placement == nil {
-		c.Placement = map[string]any{}
-	}
-	c.Placement[key] = v
-}
-
-// placeInt reads a number of the placement, whether it came from this
-// process (int, int64) or from the store (float64).
-func placeInt(c *driver.Cluster, key string) int {
-	switch v := c.Placement[key].(type) {
-	case int:
-		return v
-	case int64:
-		return int(v)
-	case float64:
-		return int(v)
-	}
-	return 0
 }

@@ -156,7 +156,7 @@ func TestWaitForTheAPIParksThenFails(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close() // nothing answers there
 	c.APIAddress = "https://127.0.0.1:" + strconv.Itoa(port)
-	setPlace(c, placeStartedAt, now.Unix())
+	c.SetPlace(placeStartedAt, now.Unix())
 	if err := d.waitAPI(ctx, e, c); !errors.Is(err, errParked) || !e.parked.Equal(now.Add(2*time.Second)) {
 		t.Fatalf("first poll: %v, parked until %v", err, e.parked)
 	}

@@ -73,7 +73,7 @@ func kubeletHost(e driver.Env, c *driver.Cluster, node string) (*config.Node, er
 	h := fnv.New32a()
 	h.Write([]byte(c.UUID + "/" + node))
 	n := cs[int(h.Sum32()%uint32(len(cs)))]
-	setPlace(c, placeKubeletPrefix+node, n.UUID)
+	c.SetPlace(placeKubeletPrefix+node, n.UUID)
 	return n, nil
 }
 
@@ -92,7 +92,7 @@ func (d *Driver) startKubelets(ctx context.Context, e driver.Env, c *driver.Clus
 		}
 	}
 	g.NodeAddresses = addrs
-	setPlace(c, placeKubeletWaitPrefix+g.Name, d.now().Unix())
+	c.SetPlace(placeKubeletWaitPrefix+g.Name, d.now().Unix())
 	return nil
 }
 
@@ -229,7 +229,7 @@ func (d *Driver) waitKubelets(ctx context.Context, e driver.Env, c *driver.Clust
 	if timeout <= 0 {
 		timeout = kubeletReadyTimeout
 	}
-	deadline := time.Unix(int64(placeInt(c, placeKubeletWaitPrefix+g.Name)), 0).Add(timeout)
+	deadline := time.Unix(c.PlaceInt(placeKubeletWaitPrefix+g.Name), 0).Add(timeout)
 	if !d.now().Before(deadline) {
 		return ecode.ExecErrorf("kube nodes of %s were not Ready within %v: %s (the kubelet and containerd logs are in the "+
 			"workers' directories on their Corral nodes)", g.Name, timeout, strings.Join(waiting, ", "))

@@ -78,8 +78,8 @@ func mastersOf(c *driver.Cluster) ([]masterPlace, error) {
 	if uuid, _ := c.Placement[placeNode].(string); uuid != "" {
 		name, _ := c.Placement[placeNodeName].(string)
 		bind, _ := c.Placement[placeBind].(string)
-		return []masterPlace{{Node: uuid, NodeName: name, Bind: bind, APIPort: placeInt(c, placeAPIPort),
-			EtcdClient: placeInt(c, placeEtcd), EtcdPeer: placeInt(c, placeEtcdPeer)}}, nil
+		return []masterPlace{{Node: uuid, NodeName: name, Bind: bind, APIPort: int(c.PlaceInt(placeAPIPort)),
+			EtcdClient: int(c.PlaceInt(placeEtcd)), EtcdPeer: int(c.PlaceInt(placeEtcdPeer))}}, nil
 	}
 	return nil, nil
 }
@@ -87,14 +87,14 @@ func mastersOf(c *driver.Cluster) ([]masterPlace, error) {
 // setMasters records the masters: the list, the first under the single
 // keys, the addresses in the cluster and its master group.
 func setMasters(c *driver.Cluster, ms []masterPlace) {
-	setPlace(c, placeMasters, ms)
+	c.SetPlace(placeMasters, ms)
 	first := ms[0]
-	setPlace(c, placeNode, first.Node)
-	setPlace(c, placeNodeName, first.NodeName)
-	setPlace(c, placeBind, first.Bind)
-	setPlace(c, placeAPIPort, first.APIPort)
-	setPlace(c, placeEtcd, first.EtcdClient)
-	setPlace(c, placeEtcdPeer, first.EtcdPeer)
+	c.SetPlace(placeNode, first.Node)
+	c.SetPlace(placeNodeName, first.NodeName)
+	c.SetPlace(placeBind, first.Bind)
+	c.SetPlace(placeAPIPort, first.APIPort)
+	c.SetPlace(placeEtcd, first.EtcdClient)
+	c.SetPlace(placeEtcdPeer, first.EtcdPeer)
 	c.APIAddress = first.apiURL()
 	var addrs []string
 	for _, m := range ms {
@@ -230,7 +230,7 @@ func (d *Driver) rollMasters(to driver.Params, group string, n int, batch []stri
 				if err := d.start(ctx, e, c); err != nil {
 					return err
 				}
-				setPlace(c, placeStartedAt, d.now().Unix())
+				c.SetPlace(placeStartedAt, d.now().Unix())
 				if g := c.Group(group); g != nil && to.KubeTag != "" {
 					g.Version = to.KubeTag
 				}

@@ -96,12 +96,12 @@ func (d *Driver) converge(ctx context.Context, e driver.Env, p driver.Params, c 
 		}
 	}
 	key := placeSeqPrefix + g.Name
-	seq := placeInt(c, key)
+	seq := c.PlaceInt(key)
 	for len(g.Nodes) < g.NodeCount {
 		seq++
-		g.Nodes = append(g.Nodes, c.Name+"-"+g.Name+"-"+strconv.Itoa(seq))
+		g.Nodes = append(g.Nodes, c.Name+"-"+g.Name+"-"+strconv.FormatInt(seq, 10))
 	}
-	setPlace(c, key, seq)
+	c.SetPlace(key, seq)
 	g.Version = kubeVersion(c)
 	if kind == WorkersKubelet {
 		return d.startKubelets(ctx, e, c, g)
