@@ -173,14 +173,18 @@ func TestCOEBareMetalWorkerJoinsWithBootstrapToken(t *testing.T) {
 		map[string]any{"OP_ID": "OP_MACHINE_CREATE", "name": "bm-w1", "driver": "fake-hardware", "provision_state": "available", "resource_class": "k8s-worker"},
 		map[string]any{"OP_ID": "OP_MACHINE_CREATE", "name": "bm-other", "driver": "fake-hardware", "provision_state": "available", "resource_class": "storage"})
 
+	// The template and the cluster are made by the unchanged openstack
+	// client, as an operator would.
+	osc := newCOEClient(t, c)
+	osc.must("cluster", "template", "create", "bm-t", "--coe", "kubernetes", "--server-type", "bm",
+		"--image", "http://images.invalid/k8s-node.raw", "--flavor", "k8s-worker", "--external-network", "none")
 	var tpl map[string]any
-	x.json(&tpl, "template", "create", "bm-t", "--coe", "kubernetes", "--server-type", "bm", "--cluster-distro", "debian",
-		"--image", "http://images.invalid/k8s-node.raw", "--flavor", "k8s-worker")
+	x.json(&tpl, "template", "show", "bm-t")
 	if tpl["driver"] != "k8s_bm" {
 		t.Fatalf("template driver %v", tpl["driver"])
 	}
 	start := time.Now()
-	x.must("cluster", "create", "c1", "--template", "bm-t", "--node-count", "1")
+	osc.must("cluster", "create", "c1", "--cluster-template", "bm-t", "--node-count", "1")
 	machine := bootMachine(t, c, "bm-w1", 4*time.Minute)
 	t.Logf("bm-w1 active with its config drive after %v", time.Since(start).Round(100*time.Millisecond))
 	cl := waitCLIStatus(t, x, "c1", "CREATE_COMPLETE", 4*time.Minute)
